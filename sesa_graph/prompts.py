@@ -122,6 +122,8 @@ PROPOSER_INVALID_ACTION = (
     "<question>your question</question>, and put nothing else inside the tags."
 )
 
+PROPOSER_FINAL_NOTICE = "No searches left. Write your question now with <question>your question</question>."
+
 
 def render_proposer_user(target: str, hops: int) -> str:
     return PROPOSER_USER.format(target=escape(target), hops=hops)
@@ -157,3 +159,44 @@ def render_judge_rag_prompt(question: str, documents: str) -> str:
 
 
 # --- Distiller (skill memory) ---
+
+DISTILLER_SYSTEM = """You improve a search agent by writing reusable search skills. A skill is general \
+advice for a whole class of questions, never facts about one question.
+Reply with one JSON object and nothing else:
+{{"description": "...", "trigger": "...", "avoid": "...", "queries": ["..."], "category": "..."}}
+- description: the advice, one or two sentences (at most 40 words).
+- trigger: the kind of question or situation it applies to.
+- avoid: the mistake it prevents.
+- queries: one to three search query templates with [bracketed] placeholders.
+- category: one of {categories}.
+Never use names, titles, places, dates or numbers from the failed question or its answers."""
+
+DISTILLER_USER = """A search agent failed this question.
+Question: {question}
+Correct answer: {golds}
+Agent's answer: {answer}
+Agent's searches:
+{searches}
+Skills it was given, which did not help:
+{skills}
+What did those skills miss? Write one new skill that would have helped on questions like this one."""
+
+DISTILLER_NO_SKILLS = "(none)"
+DISTILLER_NO_ANSWER = "(no answer)"
+
+
+def render_distiller_system(categories: Sequence[str]) -> str:
+    return DISTILLER_SYSTEM.format(categories=", ".join(categories))
+
+
+def render_distiller_user(question: str, golds: Sequence[str], answer: str | None, searches: Sequence[str],
+                          skills: Sequence[SkillText | tuple]) -> str:
+    """One failure for the distiller; ``skills`` are the retrieved skills that did not help."""
+    shown = "\n".join(render_skill(i, s) for i, s in enumerate(skills, 1)) or DISTILLER_NO_SKILLS
+    return DISTILLER_USER.format(
+        question=escape(question),
+        golds="; ".join(escape(g) for g in golds) or "?",
+        answer=escape(answer) if answer else DISTILLER_NO_ANSWER,
+        searches="\n".join(f"- {escape(q)}" for q in searches) or "- (none)",
+        skills=shown,
+    )

@@ -43,6 +43,7 @@ Corpus = Annotated[str, typer.Option(help=_D["corpus"].description)]
 Url = Annotated[str, typer.Option(help=_D["url"].description)]
 DenseModel = Annotated[str, typer.Option(help=_D["dense_model"].description)]
 K = Annotated[int, typer.Option("-k", "--k", help=_D["k"].description)]
+Retries = Annotated[int, typer.Option(help=_D["retries"].description)]
 
 
 def _config(**kwargs) -> SearchConfig:
@@ -66,9 +67,10 @@ def query(
     corpus: Corpus = "embedded",
     url: Url = "http://127.0.0.1:8000",
     dense_model: DenseModel = "embedded",
+    retries: Retries = 3,
 ) -> None:
     """Print the top-k documents for one query."""
-    cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
+    cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model, retries=retries)
     try:
         docs = make_backend(cfg).search([text], k=cfg.k)[0]
     except (SearchUnavailableError, MissingAssetError, FileNotFoundError, ValueError) as e:
@@ -97,10 +99,10 @@ def serve(
 
     cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
     try:
-        bind_socket(host, port).close()  # fail on a taken port before spending time on the index
+        sock = bind_socket(host, port)  # fail on a taken port before spending time on the index
         console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}")
         search = make_backend(cfg)
         console.print(f"serving {search.name} on http://{host}:{port}  (POST /retrieve, GET /status)")
-        serve_backend(search, host=host, port=port, default_k=cfg.k)
+        serve_backend(search, default_k=cfg.k, sock=sock)
     except (OSError, SearchUnavailableError, ValueError) as e:
         raise _fail(e) from e

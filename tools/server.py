@@ -91,9 +91,11 @@ def serve(
     port: int = 8000,
     default_k: int = 3,
     log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``backend`` until interrupted. Raises :class:`PortInUseError` before starting if the port is taken."""
-    sock = bind_socket(host, port)
+    """Serve ``backend`` until interrupted. Raises :class:`PortInUseError` before starting if the port is
+    taken; ``sock``: an already bound socket (from :func:`bind_socket`) to serve on instead."""
+    sock = sock or bind_socket(host, port)
     _server(backend, sock, default_k, log_level).run(sockets=[sock])
 
 

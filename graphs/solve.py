@@ -1,0 +1,75 @@
+"""The solve graph: one solver rollout of one question, with search.
+
+    START -> agent --(search)--> search -> agent ... --(answer / out of turns)--> END
+
+Run it with a :class:`~sesa_graph.nodes.agent_loop.RolloutContext` as LangGraph run-time context; the
+state holds only data. Each rollout is its own graph invocation, so the G rollouts of a group never wait
+for each other turn by turn (they still share one micro-batched policy).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from sesa_graph import prompts
+from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
+from sesa_graph.state import SolveInput, SolveState
+
+_ROUTE = {"search": "search", "agent": "agent", "end": END}
+
+
+def solver_messages(question: str, skills_block: str | None, max_turns: int) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": prompts.render_solver_system(max(max_turns - 1, 1))},
+        {"role": "user", "content": prompts.render_solver_user(question, skills_block)},
+    ]
+
+
+async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("the solve graph needs a non-empty 'question'")
+    ctx = runtime.context
+    msgs = solver_messages(question, state.get("skills_block"), ctx.spec.max_turns)
+    return dict(initial_state(ctx.policy.encode_messages(msgs)))
+
+
+async def agent(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["search", "agent", "__end__"]]:
+    update, route = await generate_turn(state, runtime.context)
+    return Command(update=update, goto=_ROUTE[route])
+
+
+async def search(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["agent", "__end__"]]:
+    update, route = await run_search(state, runtime.context)
+    return Command(update=update, goto=_ROUTE[route])
+
+
+def build_solve_graph():
+    g = StateGraph(SolveState, context_schema=RolloutContext, input_schema=SolveInput)
+    g.add_node("start", start)
+    g.add_node("agent", agent)
+    g.add_node("search", search)
+    g.add_edge(START, "start")
+    g.add_edge("start", "agent")
+    return g.compile()
+
+
+graph = build_solve_graph()
+
+
+def recursion_limit(max_turns: int) -> int:
+    """Two supersteps per turn (agent + search), the start node and the final turn."""
+    return 2 * max_turns + 6
+
+
+async def solve(question: str, ctx: RolloutContext, skills_block: str | None = None) -> SolveState:
+    """Run one solver rollout and return its final state."""
+    return await graph.ainvoke(
+        {"question": question, "skills_block": skills_block},
+        context=ctx,
+        config={"recursion_limit": recursion_limit(ctx.spec.max_turns)},
+    )

@@ -1,0 +1,492 @@
+"""The skill bank: a Chroma collection (cosine) of skills with precomputed embeddings, owned by one writer.
+
+Layout of a bank directory (``runs/<name>/memory/`` by default)::
+
+    state.json            version, embedder, counts, cumulative statistics (written last on create)
+    chroma/               Chroma PersistentClient data (absent in server mode: chroma_host is set)
+    queue.json            the pending-failure queue (sesa_graph.memory.queue)
+    skills.jsonl          the current skills with counters, rewritten at every step boundary, for readers
+                          (``sesa bank show``, notebooks) that must not open Chroma next to the writer
+    snapshots/vNNNN.jsonl the bank after each consolidation (v0000: at creation), one skill per line
+    snapshots/vNNNN.report.json  what that consolidation did
+    journal.json          only while a commit is being applied (see below)
+
+Chroma holds the skills (metadata ``skill`` = the record's static fields as JSON, plus the integer
+counters ``retrieved``, ``helpful``, ``hurt`` so a step's credit is one ``update`` call) and, in a
+second collection ``<name>_tombstones``, the embeddings of evicted skills, which keep blocking
+near-duplicates from re-admission for ``tombstone_ttl_steps``.
+
+Crash safety: every JSON/JSONL/YAML file is written atomically (temp + rename). A commit -- the one
+operation that touches several stores -- first writes ``journal.json`` (everything it is about to do,
+embeddings included), then applies it to Chroma, the queue file, the snapshot and ``state.json``, then
+deletes the journal. Opening a bank whose journal is still there re-applies it (each part is
+idempotent), so a process killed mid-commit comes back with the whole commit, and one killed before the
+journal was written comes back without any of it.
+
+Chroma's PersistentClient is not process-safe: only the process that created or opened a bank with
+``read_only=False`` may write it. Across machines run ``chroma run --path DIR`` and set ``chroma_host``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sesa_graph.memory.config import MemoryConfig
+from sesa_graph.memory.fsutil import write_json_atomic, write_jsonl_atomic
+from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
+from sesa_graph.memory.utility import Outcome, tally
+
+log = logging.getLogger(__name__)
+
+STATE_FORMAT = 1
+STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA = (
+    "state.json", "queue.json", "skills.jsonl", "journal.json", "snapshots", "chroma")
+_COUNTERS = ("retrieved", "helpful", "hurt")
+
+
+class BankError(RuntimeError):
+    """A skill bank that cannot be used as asked; the message names the path."""
+
+
+class BankNotFoundError(BankError):
+    """There is no bank at the path (open) -- it is never silently created."""
+
+
+class BankExistsError(BankError):
+    """A bank (or other files) already exist at the path (create)."""
+
+
+class BankCorruptError(BankError):
+    """The bank directory is damaged or incomplete."""
+
+
+def _static_json(skill: Skill) -> str:
+    return skill.model_dump_json(exclude=set(_COUNTERS))
+
+
+def _metadata(skill: Skill) -> dict[str, Any]:
+    return {"skill": _static_json(skill), "retrieved": skill.retrieved, "helpful": skill.helpful,
+            "hurt": skill.hurt, "seed": skill.seed, "category": skill.category, "created_step": skill.created_step}
+
+
+def _skill_from_metadata(meta: dict[str, Any]) -> Skill:
+    return Skill.model_validate({**json.loads(meta["skill"]), **{c: int(meta[c]) for c in _COUNTERS}})
+
+
+def max_cosine(emb: np.ndarray, matrix: np.ndarray) -> float:
+    """Largest cosine similarity of one normalized vector to the rows of ``matrix`` (-1 when empty)."""
+    return float((matrix @ emb).max()) if len(matrix) else -1.0
+
+
+def snapshot_name(version: int) -> str:
+    return f"v{version:04d}.jsonl"
+
+
+class SkillBank:
+    """Skills, their embeddings and counters; tombstones; the version counter. See the module docstring.
+
+    Make one with :meth:`create` (a new directory) or :meth:`open` (an existing bank); the two are never
+    confused, so a missing or damaged bank is an error, not a silently empty one.
+    """
+
+    def __init__(self, path: Path, config: MemoryConfig, encoder: Any, client: Any, state: dict,
+                 read_only: bool) -> None:
+        self.path = path
+        self.config = config
+        self.encoder = encoder
+        self.read_only = read_only
+        self._client = client
+        self._state = state
+        self._skills: dict[str, Skill] = {}
+        self._emb: dict[str, np.ndarray] = {}
+        self._tomb_emb: dict[str, np.ndarray] = {}
+        self._tomb_step: dict[str, int] = {}
+        try:
+            self._col = client.get_collection(state["collection"])
+            self._tombs = client.get_collection(state["collection"] + "_tombstones")
+        except Exception as exc:  # noqa: BLE001 -- Chroma raises several types for a missing collection
+            raise BankCorruptError(f"skill bank {path}: Chroma collection {state['collection']!r} is missing or "
+                                   f"unreadable ({exc})") from None
+
+    # ---- construction --------------------------------------------------------------------------------
+    @staticmethod
+    def _connect(path: Path, config: MemoryConfig, create: bool) -> Any:
+        import chromadb
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False)
+        if config.chroma_host:
+            return chromadb.HttpClient(host=config.chroma_host, port=config.chroma_port, settings=settings)
+        chroma_dir = path / CHROMA
+        if not create and not (chroma_dir / "chroma.sqlite3").is_file():
+            raise BankCorruptError(f"skill bank {path}: {chroma_dir}/chroma.sqlite3 is missing")
+        try:
+            return chromadb.PersistentClient(path=str(chroma_dir), settings=settings)
+        except Exception as exc:  # noqa: BLE001
+            raise BankCorruptError(f"skill bank {path}: Chroma cannot open {chroma_dir} ({exc})") from None
+
+    @classmethod
+    def create(cls, path: str | Path, config: MemoryConfig | None = None, encoder: Any = None, *,
+               seeds: Sequence[Skill] | None = None, priming: Iterable[str | Path] | None = None) -> SkillBank:
+        """A new bank at ``path`` (which must not exist or be empty) holding the seeds and priming skills.
+
+        ``seeds`` default to ``config.seeds_file`` (or the shipped seeds.yaml); ``priming`` to
+        ``config.priming_files``. Priming skills that are near-duplicates (cosine > admit_max_cosine) of
+        a seed or of each other are skipped and counted in the state.
+        """
+        path = Path(path)
+        config = config or MemoryConfig()
+        if path.exists() and any(path.iterdir()):
+            raise BankExistsError(f"{path} already exists and is not empty; open it to resume, or pick a new "
+                                  "directory for a new bank")
+        encoder = encoder or _default_encoder(config)
+        seeds_version = None
+        if seeds is None:
+            seeds_version, seeds = load_seeds(config.seeds_file)
+        priming_paths = [Path(p) for p in (config.priming_files if priming is None else priming)]
+        loaded = [(p, *load_skill_file(p)) for p in priming_paths]  # fail on a bad file before writing
+        if config.mode == "off":
+            raise BankError("memory mode 'off' has no bank; do not create one")
+
+        path.mkdir(parents=True, exist_ok=True)
+        client = cls._connect(path, config, create=True)
+        name = config.collection
+        try:
+            client.get_collection(name)
+        except Exception:  # noqa: BLE001 -- absent, as it should be
+            pass
+        else:
+            raise BankExistsError(f"Chroma collection {name!r} already exists at "
+                                  f"{config.chroma_host or path / CHROMA}; pick another `collection` name")
+        client.create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+        client.create_collection(name + "_tombstones", configuration={"hnsw": {"space": "cosine"}},
+                                 embedding_function=None)
+        state = {
+            "format": STATE_FORMAT, "version": 0, "collection": name, "embedder": config.embedder,
+            "dim": int(encoder.dim), "n_skills": 0, "n_tombstones": 0, "seeds_version": seeds_version,
+            "seeds_file": str(config.seeds_file or "shipped"), "priming": [], "created_at": time.time(),
+            "last_commit_step": 0, "chroma_host": config.chroma_host, "stats": {},
+        }
+        bank = cls(path, config, encoder, client, state, read_only=False)
+        seed_list = [s.model_copy(update={"seed": True, "source": "seed"}) for s in seeds]
+        bank._add(seed_list, bank._embed(seed_list))
+        for p, version, skills in loaded:
+            skills = [s.model_copy(update={"seed": False}) for s in skills if s.id not in bank._skills]
+            embs = bank._embed(skills)
+            keep = []
+            matrix = bank._matrix()
+            for s, e in zip(skills, embs):
+                if max_cosine(e, matrix) <= config.admit_max_cosine:
+                    keep.append((s, e))
+                    matrix = np.vstack([matrix, e[None]]) if len(matrix) else e[None]
+            bank._add([s for s, _ in keep], np.array([e for _, e in keep]))
+            state["priming"].append({"file": str(p), "version": version, "loaded": len(keep),
+                                     "skipped_duplicates": len(skills) - len(keep)})
+        state["n_skills"] = len(bank._skills)
+        write_json_atomic(path / QUEUE, {"format": 1, "entries": [], "stats": {}})
+        bank._write_snapshot({"version": 0, "step": 0, "created": True, "n_skills": len(bank._skills)})
+        bank._write_live()
+        bank._write_state()  # last: a directory without state.json is an interrupted create
+        return bank
+
+    @classmethod
+    def open(cls, path: str | Path, config: MemoryConfig | None = None, encoder: Any = None, *,
+             read_only: bool = False) -> SkillBank:
+        """The existing bank at ``path``; finishes an interrupted commit (unless ``read_only``)."""
+        path = Path(path)
+        config = config or MemoryConfig()
+        if not path.is_dir() or not any(path.iterdir()):
+            raise BankNotFoundError(f"no skill bank at {path} (create one, e.g. by starting a new run, or check "
+                                    "the path)")
+        state_file = path / STATE
+        if not state_file.is_file():
+            raise BankCorruptError(f"{path} has no {STATE}: not a skill bank, or its creation was interrupted "
+                                   "(delete the directory and create it again)")
+        try:
+            state = json.loads(state_file.read_text())
+            if state.get("format") != STATE_FORMAT:
+                raise ValueError(f"format {state.get('format')!r}, expected {STATE_FORMAT}")
+            for key in ("version", "collection", "embedder", "n_skills"):
+                state[key]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BankCorruptError(f"{state_file} is damaged: {exc}") from None
+        if state["embedder"] != config.embedder:
+            raise BankError(f"skill bank {path} was built with embedder {state['embedder']!r}, the config says "
+                            f"{config.embedder!r}; embeddings from different models cannot be mixed")
+        journal = path / JOURNAL
+        if read_only and journal.exists():
+            raise BankError(f"skill bank {path} has an unfinished commit ({journal}); open it as the writer "
+                            "(read_only=False) once to finish it")
+        client = cls._connect(path, config, create=False)
+        bank = cls(path, config, encoder or _default_encoder(config), client, state, read_only)
+        bank._load()
+        if journal.exists():
+            try:
+                entry = json.loads(journal.read_text())
+            except ValueError as exc:
+                raise BankCorruptError(f"{journal} is damaged: {exc}") from None
+            log.warning("skill bank %s: finishing the commit to version %s interrupted last time", path,
+                        entry["state"]["version"])
+            bank._apply(entry)
+        if len(bank._skills) != bank._state["n_skills"]:
+            raise BankCorruptError(f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
+                                   f"says {bank._state['n_skills']}")
+        return bank
+
+    def close(self) -> None:
+        close = getattr(self._client, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> SkillBank:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- reading ---------------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return int(self._state["version"])
+
+    @property
+    def stats(self) -> Counter[str]:
+        return Counter(self._state.get("stats", {}))
+
+    @property
+    def state(self) -> dict:
+        return json.loads(json.dumps(self._state))
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def __contains__(self, skill_id: str) -> bool:
+        return skill_id in self._skills
+
+    def get(self, skill_id: str) -> Skill | None:
+        s = self._skills.get(skill_id)
+        return s.model_copy() if s is not None else None
+
+    def skills(self) -> list[Skill]:
+        """Copies of every skill, seeds first, then by creation step."""
+        return [s.model_copy() for s in sorted(self._skills.values(), key=lambda s: (not s.seed, s.created_step, s.id))]
+
+    def embedding_snapshot(self) -> tuple[dict[str, Skill], np.ndarray, np.ndarray]:
+        """(skills by id, bank embedding matrix, live-tombstone matrix): what a consolidation checks against."""
+        return ({k: v.model_copy() for k, v in self._skills.items()}, self._matrix().copy(),
+                self._tomb_matrix().copy())
+
+    def _matrix(self) -> np.ndarray:
+        if not self._emb:
+            return np.zeros((0, self._state.get("dim") or 0), dtype=np.float32)
+        return np.stack(list(self._emb.values()))
+
+    def _tomb_matrix(self) -> np.ndarray:
+        if not self._tomb_emb:
+            return np.zeros((0, self._state.get("dim") or 0), dtype=np.float32)
+        return np.stack(list(self._tomb_emb.values()))
+
+    def query(self, embeddings: np.ndarray, k: int | None = None) -> list[list[tuple[Skill, float]]]:
+        """Top-k skills per query embedding, as (skill, cosine similarity), best first, one Chroma call.
+
+        Hits below ``config.similarity_floor`` are dropped (so a question may get fewer than k).
+        """
+        k = k or self.config.top_k
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        if len(embeddings) == 0:
+            return []
+        if not self._skills:
+            return [[] for _ in range(len(embeddings))]
+        res = self._col.query(query_embeddings=embeddings, n_results=min(k, len(self._skills)),
+                              include=["distances"])
+        floor = self.config.similarity_floor
+        out = []
+        for ids, dists in zip(res["ids"], res["distances"]):
+            hits = []
+            for sid, d in zip(ids, dists):
+                sim = 1.0 - float(d)
+                skill = self._skills.get(sid)
+                if skill is not None and (floor is None or sim >= floor):
+                    hits.append((skill.model_copy(), sim))
+            out.append(hits)
+        return out
+
+    def retrieve_scored(self, questions: Sequence[str], k: int | None = None) -> list[list[tuple[Skill, float]]]:
+        """Embed the questions (one batch) and return their top-k (skill, cosine) lists."""
+        return self.query(self.encoder.encode_queries(list(questions)), k)
+
+    def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[Skill]]:
+        """Top-k skills for each question, best first (batched: one embedding call, one Chroma query)."""
+        return [[s for s, _ in hits] for hits in self.retrieve_scored(questions, k)]
+
+    def render_for_prompt(self, skills: Sequence[Skill]) -> str:
+        """The solver-prompt block for these skills: escaped, at most ``config.render_max_chars`` long."""
+        return render_for_prompt(skills, self.config.render_max_chars)
+
+    # ---- writing ---------------------------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise BankError(f"skill bank {self.path} was opened read-only")
+
+    def _embed(self, skills: Sequence[Skill]) -> np.ndarray:
+        return self.encoder.encode_documents([s.embed_text() for s in skills])
+
+    def _add(self, skills: Sequence[Skill], embeddings: np.ndarray) -> None:
+        if not skills:
+            return
+        self._col.upsert(ids=[s.id for s in skills], embeddings=np.asarray(embeddings, dtype=np.float32),
+                         metadatas=[_metadata(s) for s in skills], documents=[s.embed_text() for s in skills])
+        for s, e in zip(skills, embeddings):
+            self._skills[s.id] = s
+            self._emb[s.id] = np.asarray(e, dtype=np.float32)
+
+    def apply_outcomes(self, outcomes: Iterable[Outcome | tuple]) -> dict[str, int]:
+        """Credit a step's judged rollouts to their retrieved skills, in one Chroma update.
+
+        An outcome is ``(retrieved skill ids, correct, status)``; see :mod:`sesa_graph.memory.utility`
+        for the rule. Returns counts: helpful / hurt / neutral / ignored rollouts, skills updated, and
+        unknown ids (not in the bank, e.g. placebo skills).
+        """
+        self._check_writable()
+        deltas, kinds = tally(outcomes)
+        ids, metas = [], []
+        unknown = 0
+        for sid, d in deltas.items():
+            skill = self._skills.get(sid)
+            if skill is None:
+                unknown += 1
+                continue
+            new = skill.model_copy(update={"retrieved": skill.retrieved + d.retrieved,
+                                           "helpful": skill.helpful + d.helpful, "hurt": skill.hurt + d.hurt})
+            ids.append(sid)
+            metas.append({c: getattr(new, c) for c in _COUNTERS})
+            self._skills[sid] = new
+        if ids:
+            self._col.update(ids=ids, metadatas=metas)
+            self._write_live()
+        return {**kinds, "skills_updated": len(ids), "unknown_skill_ids": unknown}
+
+    def record_stats(self, counts: dict[str, int], **fields: Any) -> None:
+        """Add to the cumulative statistics in state.json (and set top-level state fields)."""
+        self._check_writable()
+        stats = Counter(self._state.get("stats", {}))
+        stats.update({k: v for k, v in counts.items() if v})
+        self._state["stats"] = dict(stats)
+        self._state.update(fields)
+        self._write_state()
+
+    def commit(self, *, step: int, admit: Sequence[tuple[Skill, np.ndarray]], evict: dict[str, str],
+               files: dict[Path, Any] | None = None, report: dict | None = None,
+               stats: dict[str, int] | None = None) -> int:
+        """Apply one consolidation atomically (see the module docstring) and return the new version.
+
+        ``admit``: (skill, embedding) pairs; ``evict``: id -> reason; ``files``: other state files (the
+        queue) to rewrite as part of the same commit; ``report``: stored next to the snapshot.
+        """
+        self._check_writable()
+        ttl = self.config.tombstone_ttl_steps
+        expired = [t for t, s in self._tomb_step.items() if ttl is not None and step - s >= ttl]
+        evict = {sid: r for sid, r in evict.items() if sid in self._skills and not self._skills[sid].seed}
+        tombs = []
+        if evict:
+            got = self._col.get(ids=list(evict), include=["embeddings"])
+            emb_by_id = dict(zip(got["ids"], got["embeddings"]))
+            for sid, reason in evict.items():
+                tombs.append({"id": sid, "embedding": np.asarray(emb_by_id[sid]).tolist(), "step": step,
+                              "reason": reason, "skill": self._skills[sid].model_dump(mode="json")})
+        state = dict(self._state)
+        version = self.version + 1
+        all_stats = Counter(state.get("stats", {}))
+        all_stats.update({k: v for k, v in (stats or {}).items() if v})
+        state.update({
+            "version": version, "last_commit_step": step, "stats": dict(all_stats),
+            "n_skills": len(self._skills) + len([s for s, _ in admit if s.id not in self._skills]) - len(evict),
+            "n_tombstones": len((set(self._tomb_step) - set(expired)) | set(evict)),
+        })
+        entry = {
+            "state": state,
+            "add": [{"skill": s.model_dump(mode="json"), "embedding": np.asarray(e).tolist()} for s, e in admit],
+            "delete": list(evict),
+            "tombstones_add": tombs,
+            "tombstones_delete": [t for t in expired if t not in evict],  # (re-evicted ids get a fresh one)
+            "files": {str(Path(p).relative_to(self.path)): obj for p, obj in (files or {}).items()},
+            "report": {**(report or {}), "version": version, "step": step},
+        }
+        write_json_atomic(self.path / JOURNAL, entry)
+        self._apply(entry)
+        return version
+
+    def _apply(self, entry: dict) -> None:
+        """Apply a journal entry to Chroma, the files and the state; idempotent; deletes the journal."""
+        adds = [Skill.model_validate(a["skill"]) for a in entry["add"]]
+        if adds:
+            embs = np.asarray([a["embedding"] for a in entry["add"]], dtype=np.float32)
+            self._col.upsert(ids=[s.id for s in adds], embeddings=embs, metadatas=[_metadata(s) for s in adds],
+                             documents=[s.embed_text() for s in adds])
+            for s, e in zip(adds, embs):
+                self._skills[s.id], self._emb[s.id] = s, e
+        if entry["delete"]:
+            self._col.delete(ids=entry["delete"])
+            for sid in entry["delete"]:
+                self._skills.pop(sid, None)
+                self._emb.pop(sid, None)
+        if entry["tombstones_add"]:
+            t = entry["tombstones_add"]
+            self._tombs.upsert(ids=[x["id"] for x in t], embeddings=np.asarray([x["embedding"] for x in t], np.float32),
+                               metadatas=[{"skill": json.dumps(x["skill"]), "step": x["step"], "reason": x["reason"]}
+                                          for x in t])
+            for x in t:
+                self._tomb_emb[x["id"]] = np.asarray(x["embedding"], np.float32)
+                self._tomb_step[x["id"]] = x["step"]
+        if entry["tombstones_delete"]:
+            self._tombs.delete(ids=entry["tombstones_delete"])
+            for tid in entry["tombstones_delete"]:
+                self._tomb_emb.pop(tid, None)
+                self._tomb_step.pop(tid, None)
+        for rel, obj in entry["files"].items():
+            write_json_atomic(self.path / rel, obj)
+        self._state = entry["state"]
+        self._write_snapshot(entry["report"])
+        self._write_live()
+        self._write_state()
+        os.unlink(self.path / JOURNAL)
+
+    def _load(self) -> None:
+        try:
+            got = self._col.get(include=["metadatas", "embeddings"])
+            tombs = self._tombs.get(include=["metadatas", "embeddings"])
+            skills = [_skill_from_metadata(m) for m in got["metadatas"]]
+        except Exception as exc:  # noqa: BLE001
+            raise BankCorruptError(f"skill bank {self.path}: cannot read its Chroma collections ({exc})") from None
+        self._skills = {s.id: s for s in skills}
+        self._emb = {sid: np.asarray(e, np.float32) for sid, e in zip(got["ids"], got["embeddings"])}
+        self._tomb_emb = {tid: np.asarray(e, np.float32) for tid, e in zip(tombs["ids"], tombs["embeddings"])}
+        self._tomb_step = {tid: int(m["step"]) for tid, m in zip(tombs["ids"], tombs["metadatas"])}
+
+    # ---- files -----------------------------------------------------------------------------------------
+    def _write_state(self) -> None:
+        write_json_atomic(self.path / STATE, self._state)
+
+    def _write_live(self) -> None:
+        write_jsonl_atomic(self.path / LIVE, (s.model_dump(mode="json") for s in self.skills()))
+
+    def _write_snapshot(self, report: dict) -> None:
+        version = self._state["version"]
+        write_jsonl_atomic(self.path / SNAPSHOTS / snapshot_name(version),
+                           (s.model_dump(mode="json") for s in self.skills()))
+        write_json_atomic(self.path / SNAPSHOTS / f"v{version:04d}.report.json", report)
+
+
+def _default_encoder(config: MemoryConfig) -> Any:
+    from tools.encoder import Encoder
+
+    return Encoder(config.embedder)

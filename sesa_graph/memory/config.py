@@ -1,0 +1,146 @@
+"""Skill-memory configuration. The field descriptions are the documentation; defaults are the paper's.
+
+Paper numbers (SESA): top-3 retrieval, a 300-record pending queue, consolidation every 10 steps when at
+least 20 failures are pending, at most 30 distilled per pass, admission only if cosine <= 0.93 to the
+bank and to candidates admitted in the same pass, non-seed skills evicted after >= 3 retrievals with
+helpful - hurt < 0, and a cap of 800 skills (lowest score out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MemoryMode = Literal["on", "off", "static", "placebo"]
+
+
+class MemoryConfig(BaseModel):
+    """How the skill bank is retrieved from, credited, grown and pruned."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    mode: MemoryMode = Field(
+        "on",
+        description="'on': retrieve, credit, distill and evict (SESA). 'off': no bank at all, the solver "
+        "prompt has no skills. 'static': seeds + priming only; retrieval and counters run but nothing is "
+        "distilled or evicted. 'placebo': the solver gets as many skills, of about the same length, as "
+        "'static' retrieval would give, but their text is unrelated to the question (tells whether gains "
+        "come from skill content or from a longer prompt); no distillation.",
+    )
+    embedder: str = Field(
+        "embedded",
+        description="sentence-transformers model for skill and question embeddings: 'embedded' "
+        "(all-MiniLM-L6-v2 from a wheel) or e.g. 'intfloat/e5-base-v2' (production; E5 'query: '/"
+        "'passage: ' prefixes are applied when the name contains 'e5'). Fixed for the life of a bank.",
+    )
+    top_k: int = Field(3, ge=1, le=20, description="Skills retrieved per question (paper: 3).")
+    similarity_floor: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="Drop retrieved skills whose cosine similarity to the question is below this. None "
+        "(default, as in the paper) always returns top_k; the paper notes irrelevant skills can distract, "
+        "so a floor around 0.3 (MiniLM) is a reasonable experiment.",
+    )
+    render_max_chars: int = Field(
+        900,
+        ge=100,
+        description="Longest skills block in the solver prompt, in characters; skills that would overflow it "
+        "are left out whole (see prompts.render_skills).",
+    )
+    queue_cap: int = Field(
+        300, ge=1, description="Most pending failures kept (paper: 300); the lowest priority is dropped."
+    )
+    priority_guided_weight: float = Field(
+        1.0,
+        ge=0,
+        description="Queue priority bonus for a failure whose rollout had skills in its prompt and still "
+        "failed (the bank's blind spots).",
+    )
+    priority_repeat_weight: float = Field(
+        0.5,
+        ge=0,
+        description="Queue priority bonus per additional failed rollout of the same question (within a "
+        "group and across steps).",
+    )
+    consolidate_every: int = Field(10, ge=1, description="Try a consolidation every this many steps (paper: 10).")
+    consolidate_min_pending: int = Field(
+        20, ge=1, description="Consolidate only when at least this many failures are pending (paper: 20)."
+    )
+    max_distill_per_pass: int = Field(
+        30, ge=1, description="Most failures sent to the distiller in one consolidation (paper: 30)."
+    )
+    admit_max_cosine: float = Field(
+        0.93,
+        gt=0,
+        le=1.0,
+        description="A candidate is admitted only if its cosine similarity to every bank skill, every live "
+        "tombstone and every candidate admitted earlier in the same pass is <= this (paper: 0.93).",
+    )
+    evict_min_retrieved: int = Field(
+        3, ge=1, description="A non-seed skill can be evicted for low utility once retrieved this often (paper: 3)."
+    )
+    evict_below_score: int = Field(
+        0, description="Evict a non-seed skill whose helpful - hurt is below this (paper: 0)."
+    )
+    bank_cap: int = Field(
+        800, ge=1, description="Most skills in the bank (paper: 800); above it the lowest-scoring non-seed go."
+    )
+    tombstone_ttl_steps: int | None = Field(
+        200,
+        ge=1,
+        description="How many steps an evicted skill keeps blocking near-duplicates from re-admission. "
+        "None keeps tombstones forever.",
+    )
+    max_field_chars: int = Field(
+        300, ge=20, description="A distilled skill with any field longer than this is rejected ('too_long')."
+    )
+    max_skill_chars: int = Field(
+        700, ge=50, description="A distilled skill whose fields together are longer than this is rejected."
+    )
+    min_content_words: int = Field(
+        4,
+        ge=1,
+        description="A distilled skill needs at least this many distinct content words (not stopwords, not "
+        "generic search words like 'search', 'carefully', 'relevant') or it is rejected as 'vacuous'.",
+    )
+    distiller_max_tokens: int = Field(384, ge=32, description="Token budget of one distiller completion.")
+    distiller_temperature: float = Field(0.3, ge=0, description="Distiller sampling temperature.")
+    max_consecutive_distiller_errors: int = Field(
+        3,
+        ge=1,
+        description="After this many consolidations in a row fail with a distiller error, commit() raises "
+        "instead of reporting (a dead distiller must not quietly turn 'on' into 'static').",
+    )
+    seeds_file: Path | None = Field(
+        None, description="YAML of permanent seed skills; None is the 15 shipped in sesa_graph/memory/seeds.yaml."
+    )
+    priming_files: list[Path] = Field(
+        default_factory=list,
+        description="Extra YAML skill files loaded when a bank is created (e.g. written by `sesa bank mine`); "
+        "their skills are evictable.",
+    )
+    collection: str = Field("skills", description="Chroma collection name (tombstones go to '<name>_tombstones').")
+    chroma_host: str | None = Field(
+        None,
+        description="Use a Chroma server (`chroma run --path DIR --port PORT`) at this host instead of an "
+        "in-process PersistentClient; for trainers and rollout workers on other machines. The bank's "
+        "state, queue and snapshots stay in the bank directory of the one writer process.",
+    )
+    chroma_port: int = Field(8000, ge=1, le=65535, description="Port of the Chroma server (with chroma_host).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "MemoryConfig":
+        if self.consolidate_min_pending > self.queue_cap:
+            raise ValueError(
+                f"consolidate_min_pending ({self.consolidate_min_pending}) > queue_cap ({self.queue_cap}): "
+                "consolidation could never start; lower the first or raise the second"
+            )
+        if self.max_field_chars > self.max_skill_chars:
+            raise ValueError(
+                f"max_field_chars ({self.max_field_chars}) > max_skill_chars ({self.max_skill_chars}); "
+                "one field may not be longer than the whole skill"
+            )
+        return self

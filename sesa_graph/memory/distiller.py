@@ -1,0 +1,261 @@
+"""The distiller: turns one failed rollout into one candidate skill, and the checks a candidate must pass.
+
+The distiller is any ``PolicyClient`` (``await client.generate([GenerationRequest(messages=...)])``,
+e.g. the local policy or an OpenAI-compatible endpoint) or any langchain-core chat model
+(``await model.ainvoke(messages)``, e.g. ``ChatOpenAI`` pointed at vLLM or DeepSeek).
+
+Its output is parsed defensively (``parse_skill_output``): the first JSON object carrying skill keys,
+else ``key: value`` lines; anything else is rejected as ``unparseable``. ``check_candidate`` then
+rejects, each with a counted reason: empty fields, over-long text, vacuous advice, and entities copied
+from the failing question or its answers (a skill must generalise, not memorise one question).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from sesa_graph.memory.config import MemoryConfig
+from sesa_graph.memory.queue import PendingFailure
+from sesa_graph.memory.skill import CATEGORIES, MAX_QUERIES, Skill, content_id
+from sesa_graph.policy.base import GenerationRequest, SamplingParams
+from sesa_graph.prompts import render_distiller_system, render_distiller_user
+
+
+class DistillerError(RuntimeError):
+    """The distiller could not be called (endpoint down, model error); the failures stay queued."""
+
+
+# ---- calling the distiller ---------------------------------------------------------------------------
+
+
+def distiller_kind(client: Any) -> str:
+    """'policy' for a PolicyClient, 'chat' for a langchain-core chat model; TypeError otherwise."""
+    if hasattr(client, "generate") and hasattr(client, "encode_messages"):
+        return "policy"
+    if hasattr(client, "ainvoke"):
+        return "chat"
+    raise TypeError(
+        f"the distiller must be a PolicyClient (async generate) or a langchain-core chat model (ainvoke); "
+        f"got {type(client).__name__}"
+    )
+
+
+def _chat_text(message: Any) -> str:
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
+    return str(content)
+
+
+def build_messages(failure: PendingFailure, unhelpful: Sequence[Skill]) -> list[dict[str, str]]:
+    r = failure.record
+    return [
+        {"role": "system", "content": render_distiller_system(CATEGORIES)},
+        {"role": "user", "content": render_distiller_user(
+            r.question, r.golds, r.answer, r.searches, [s.prompt_text() for s in unhelpful])},
+    ]
+
+
+async def call_distiller(client: Any, conversations: list[list[dict[str, str]]],
+                         config: MemoryConfig) -> list[str | BaseException]:
+    """One completion per conversation; a per-item error is returned in its slot, not raised.
+
+    A PolicyClient gets all requests in one ``generate`` call (the local policy micro-batches them); if
+    that call fails, every slot holds the error.
+    """
+    if not conversations:
+        return []
+    if distiller_kind(client) == "policy":
+        sampling = SamplingParams(max_tokens=config.distiller_max_tokens, temperature=config.distiller_temperature)
+        try:
+            results = await client.generate([GenerationRequest(messages=m, sampling=sampling) for m in conversations])
+        except Exception as exc:  # noqa: BLE001 -- any client failure is a distiller error, reported
+            return [exc] * len(conversations)
+        return [r.text for r in results]
+    outs = await asyncio.gather(*(client.ainvoke(m) for m in conversations), return_exceptions=True)
+    return [o if isinstance(o, BaseException) else _chat_text(o) for o in outs]
+
+
+# ---- parsing --------------------------------------------------------------------------------------------
+
+_ALIASES = {
+    "description": "description", "skill": "description", "advice": "description", "tip": "description",
+    "trigger": "trigger", "trigger_condition": "trigger", "when": "trigger", "condition": "trigger",
+    "avoid": "avoid", "avoidance": "avoid", "avoidance_cue": "avoid", "pitfall": "avoid",
+    "queries": "queries", "query_templates": "queries", "query_template": "queries", "query": "queries",
+    "templates": "queries", "category": "category", "type": "category",
+}
+_THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+_LINE_RE = re.compile(r"^\s*[-*#\s]*\**\s*([A-Za-z_ ]{3,24}?)\s*\**\s*[:=]\s*(.+?)\s*$")
+
+
+def _canonical(raw: dict) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        key = _ALIASES.get(str(k).strip().lower().replace(" ", "_").replace("-", "_"))
+        if key and key not in out:
+            out[key] = v
+    return out
+
+
+def _as_text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        return " ".join(_as_text(x) for x in v)
+    return " ".join(str(v).split())
+
+
+def _as_queries(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        parts = re.split(r"\s*(?:\n|;|\|)\s*", v)
+    elif isinstance(v, (list, tuple)):
+        parts = [_as_text(x) for x in v]
+    else:
+        parts = [str(v)]
+    return [p.strip().strip("\"'").strip() for p in parts if p and p.strip().strip("\"'").strip()]
+
+
+def parse_skill_output(text: str) -> dict[str, Any] | None:
+    """Skill fields from a distiller completion, or None when nothing usable is there.
+
+    >>> parse_skill_output('Sure! {"description": "d", "trigger": "t", "avoid": "a", "queries": ["q"]}')["trigger"]
+    't'
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = _THINK_RE.sub("", text)
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            fields = _canonical(obj)
+            if "description" in fields:
+                return _normalize(fields)
+    fields = {}
+    for line in text.splitlines():
+        lm = _LINE_RE.match(line)
+        if lm:
+            key = _ALIASES.get(lm.group(1).strip().lower().replace(" ", "_"))
+            if key and key not in fields:
+                fields[key] = lm.group(2)
+    return _normalize(fields) if "description" in fields else None
+
+
+def _normalize(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "description": _as_text(fields.get("description")),
+        "trigger": _as_text(fields.get("trigger")),
+        "avoid": _as_text(fields.get("avoid")),
+        "queries": _as_queries(fields.get("queries")),
+        "category": _as_text(fields.get("category")) or "other",
+    }
+
+
+# ---- checks ---------------------------------------------------------------------------------------------
+
+STOPWORDS = frozenset("""a an the and or but if then than that this these those there here of in on at to for
+from by with without about into onto over under between among through during before after above below up down
+out off is are was were be been being am do does did done have has had having it its it's they them their
+he him his she her we us our you your i me my who whom whose which what when where why how not no nor so too
+very can could should would will shall may might must also just only any all each every both either neither
+some such same other another own one two as it per via vs e.g i.e etc like more most less least much many
+few several""".split())
+
+# Words that every piece of search advice contains; advice made only of these says nothing.
+GENERIC = frozenset("""search searches searching searched query queries question questions answer answers
+answering information info relevant relevance carefully careful thoroughly thorough better best good right
+correct correctly accurate accurately sure make makes making always never try trying find finding found look
+looking check checking checked verify use using used result results source sources think thinking step steps
+helpful useful important specific details detail again keyword keywords term terms need needs get getting
+read reading first next agent skill skills approach strategy way ways thing things fact facts data
+properly appropriate appropriately possible relevant related consider ensure""".split())
+
+_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+_BRACKETS_RE = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>")
+
+
+# Sentence-initial words that are capitalised only because they start the question.
+_OPENERS = frozenset("name list give tell identify state compare find which".split())
+# Answers whose words every skill may use.
+_COMMON_ANSWERS = frozenset("yes no true false none unknown".split())
+
+
+def _words(text: str, placeholders: bool = False) -> list[str]:
+    """Lowercased words; ``[placeholder]`` spans are dropped unless ``placeholders``."""
+    text = text if placeholders else _BRACKETS_RE.sub(" ", text)
+    return [w.lower().strip("'’-") for w in _WORD_RE.findall(text)]
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _words(text) if w not in STOPWORDS and w not in GENERIC and len(w) > 2}
+
+
+def question_entities(question: str, golds: Sequence[str] = (), answer: str | None = None) -> set[str]:
+    """Lowercased words that name something specific in the failing question or its answers.
+
+    Capitalised words that are not stopwords, numbers of two or more digits, the words of quoted
+    spans, and every content word of the gold and predicted answers.
+    """
+    ents: set[str] = set()
+    for sentence in re.split(r"(?<=[.?!;:])\s+", question):
+        for i, tok in enumerate(_WORD_RE.findall(sentence)):
+            low = tok.lower().strip("'’-")
+            if low in STOPWORDS or len(low) < 2 or (i == 0 and (low in GENERIC or low in _OPENERS)):
+                continue
+            if tok[0].isupper() or any(c.isdigit() for c in low):
+                ents.add(low)
+    for quoted in re.findall(r"[\"“]([^\"”]{3,})[\"”]", question):
+        ents |= {w for w in _words(quoted) if w not in STOPWORDS}
+    for text in [*golds, answer or ""]:
+        ents |= {w for w in _words(text) if w not in STOPWORDS and w not in _COMMON_ANSWERS
+                 and (len(w) > 2 or w.isdigit())}
+    return ents
+
+
+def check_candidate(fields: dict[str, Any] | None, failure: PendingFailure, config: MemoryConfig,
+                    step: int, source: str = "distilled") -> tuple[Skill | None, str | None]:
+    """(candidate skill, None) if it passes, else (None, reason)."""
+    if fields is None:
+        return None, "unparseable"
+    for name in ("description", "trigger", "avoid"):
+        if not fields.get(name, "").strip():
+            return None, f"empty_{name}"
+    queries = fields.get("queries") or []
+    if not queries:
+        return None, "empty_queries"
+    queries = queries[:MAX_QUERIES]
+    parts = [fields["description"], fields["trigger"], fields["avoid"], *queries]
+    if any(len(p) > config.max_field_chars for p in parts) or sum(map(len, parts)) > config.max_skill_chars:
+        return None, "too_long"
+    advice = " ".join([fields["description"], fields["trigger"], fields["avoid"]])
+    if len(content_words(advice)) < config.min_content_words:
+        return None, "vacuous"
+    r = failure.record
+    copied = question_entities(r.question, r.golds, r.answer) & set(_words(" ".join(parts), placeholders=True))
+    if copied:
+        return None, "copies_entities"
+    prefix = "d" if source == "distilled" else "m"
+    skill = Skill(
+        id=content_id(prefix, fields["description"], fields["trigger"]),
+        description=fields["description"],
+        trigger=fields["trigger"],
+        avoid=fields["avoid"],
+        queries=queries,
+        category=fields.get("category") or "other",
+        created_step=step,
+        source=source,  # type: ignore[arg-type]
+        source_failures=[failure.key],
+    )
+    return skill, None

@@ -1,0 +1,1 @@
+"""The agent's nodes, one file each: proposer, solver, judge, distiller."""

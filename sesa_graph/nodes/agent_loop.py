@@ -1,0 +1,155 @@
+"""The multi-turn generate -> search -> observe loop shared by the solver and the proposer.
+
+One assistant turn is one policy call that continues the rollout's token ids until an action closes.
+Injected text (search results, notices) is appended as tokens with ``env_mask = 0`` so GRPO never
+trains on it. Model output never raises: an invalid turn gets a notice telling the policy how to use the
+tags, and a rollout that ends without its terminal action is ``malformed`` or ``max_turns``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sesa_graph import prompts, protocol
+from sesa_graph.policy import GenerationRequest, PolicyClient, SamplingParams
+from sesa_graph.state import RolloutState
+from tools.backends import SearchBackend
+from tools.corpus import Doc
+from tools.render import render_docs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """Role-specific settings of the loop."""
+
+    role: Literal["solver", "proposer"]
+    stops: tuple[str, ...]
+    allowed: tuple[str, ...]
+    terminal: Literal["answer", "question"]
+    invalid_notice: str
+    final_notice: str
+    max_turns: int = 10
+    max_tokens_per_turn: int = 160
+    max_total_tokens: int = 2048
+    temperature: float = 1.0
+    top_p: float = 1.0
+    search_k: int = 3
+    doc_chars: int = 400
+    search_retries: int = 2
+
+
+@dataclass
+class RolloutContext:
+    """Run-time context of a rollout graph: the things a state must not hold."""
+
+    policy: PolicyClient
+    search: SearchBackend
+    spec: LoopSpec
+    seed: int | None = None
+
+
+def initial_state(prompt_ids: list[int]) -> RolloutState:
+    return RolloutState(
+        prompt_ids=prompt_ids, completion_ids=[], env_mask=[], logprobs=[], turns=[], searches=[],
+        n_turns=0, final_turn=False, status="running", final=None, error=None,
+    )
+
+
+def _inject(state: RolloutState, ctx: RolloutContext, text: str) -> dict[str, Any]:
+    ids = ctx.policy.encode_text(text)
+    return {
+        "completion_ids": state["completion_ids"] + ids,
+        "env_mask": state["env_mask"] + [0] * len(ids),
+        "logprobs": state["logprobs"] + [0.0] * len(ids),
+    }
+
+
+async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str, Any], str]:
+    """One assistant turn. Returns the state update and where to go: ``search``, ``agent`` or ``end``."""
+    spec = ctx.spec
+    room = spec.max_total_tokens - len(state["completion_ids"])
+    if room <= 0:
+        return {"status": "max_turns"}, "end"
+    sampling = SamplingParams(
+        max_tokens=min(spec.max_tokens_per_turn, room), temperature=spec.temperature, top_p=spec.top_p,
+        stop=spec.stops, seed=ctx.seed,
+    )
+    (res,) = await ctx.policy.generate(
+        [GenerationRequest(prompt_ids=state["prompt_ids"] + state["completion_ids"], sampling=sampling)]
+    )
+    turn = protocol.parse_turn(res.text, allowed=spec.allowed)
+    n_turns = state["n_turns"] + 1
+    update: dict[str, Any] = {
+        "completion_ids": state["completion_ids"] + res.token_ids,
+        "env_mask": state["env_mask"] + [1] * len(res.token_ids),
+        "logprobs": state["logprobs"] + res.logprobs,
+        "n_turns": n_turns,
+        "turns": state["turns"] + [{
+            "text": res.text, "kind": turn.kind, "content": turn.content, "think": turn.think,
+            "reason": turn.reason, "finish": res.finish_reason,
+        }],
+    }
+    if turn.kind == spec.terminal:
+        return {**update, "status": "answered", "final": turn.content}, "end"
+    if state["final_turn"]:
+        # the last chance was used without the terminal action
+        return {**update, "status": "max_turns" if turn.kind == "search" else "malformed"}, "end"
+    if turn.kind == "search":
+        return update, "search"
+    notice = spec.invalid_notice
+    if n_turns >= spec.max_turns:
+        notice, update["final_turn"] = f"{notice}\n{spec.final_notice}", True
+    merged = {**state, **update}
+    return {**update, **_inject(merged, ctx, protocol.render_notice(notice))}, "agent"
+
+
+async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str, Any], str]:
+    """Run the last turn's query and inject the results. Returns the update and ``agent`` or ``end``."""
+    spec = ctx.spec
+    query = state["turns"][-1]["content"]
+    docs: list[Doc] | None = None
+    error = ""
+    for attempt in range(spec.search_retries + 1):
+        try:
+            (docs,) = await asyncio.to_thread(ctx.search.search, [query], spec.search_k)
+            break
+        except Exception as exc:  # any backend failure: retried, then the rollout ends search_error
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("search failed (attempt %d): %s", attempt + 1, error)
+            await asyncio.sleep(0.2 * 2**attempt)
+    if docs is None:
+        return {"status": "search_error", "error": error}, "end"
+    docs = [Doc(d.id, d.title, d.text[: spec.doc_chars], d.score) for d in docs]
+    record = {"query": query, "docs": [{"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in docs]}
+    update: dict[str, Any] = {"searches": state["searches"] + [record]}
+    notice = None
+    if state["n_turns"] >= spec.max_turns:
+        notice, update["final_turn"] = spec.final_notice, True
+    text = protocol.render_information(render_docs(docs), notice=notice)
+    return {**update, **_inject(state, ctx, text)}, "agent"
+
+
+def solver_spec(cfg: Any, greedy: bool = False) -> LoopSpec:
+    """LoopSpec from a :class:`sesa_graph.config.SolverConfig`."""
+    return LoopSpec(
+        role="solver", stops=protocol.SOLVER_STOPS, allowed=protocol.SOLVER_ACTIONS, terminal="answer",
+        invalid_notice=prompts.INVALID_ACTION, final_notice=prompts.FINAL_TURN_NOTICE,
+        max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_total_tokens=cfg.max_total_tokens, temperature=0.0 if greedy else cfg.temperature,
+        top_p=cfg.top_p, search_k=cfg.search_k, doc_chars=cfg.doc_chars,
+    )
+
+
+def proposer_spec(cfg: Any, search_k: int = 3, doc_chars: int = 400) -> LoopSpec:
+    """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`."""
+    return LoopSpec(
+        role="proposer", stops=protocol.PROPOSER_STOPS, allowed=protocol.PROPOSER_ACTIONS, terminal="question",
+        invalid_notice=prompts.PROPOSER_INVALID_ACTION, final_notice=prompts.PROPOSER_FINAL_NOTICE,
+        max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_total_tokens=2048, temperature=cfg.temperature, search_k=search_k, doc_chars=doc_chars,
+    )

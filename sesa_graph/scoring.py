@@ -1,0 +1,76 @@
+"""SQuAD-style answer matching: normalization, exact match, token F1 and "gold was retrieved".
+
+One deviation from the SQuAD script: punctuation is every Unicode punctuation character, not only
+ASCII, so Wikipedia's curly quotes and dashes ("Gödel’s", "1914–1918") normalize like their ASCII
+forms. A prediction that normalizes to nothing (only articles or punctuation) never matches: otherwise
+"the" would exactly match a gold answer "a".
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+@lru_cache(maxsize=1)
+def _punctuation_table() -> dict[int, None]:
+    punct = {c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c).startswith("P")}
+    return dict.fromkeys(map(ord, punct | set(string.punctuation)))
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, drop punctuation, drop a/an/the, collapse whitespace.
+
+    >>> normalize_answer("The  Eiffel-Tower!")
+    'eiffeltower'
+    """
+    text = text.lower().translate(_punctuation_table())
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _golds(golds: str | Sequence[str]) -> list[str]:
+    if isinstance(golds, str):
+        golds = [golds]
+    return [n for n in (normalize_answer(g) for g in golds) if n]
+
+
+def exact_match(pred: str | None, golds: str | Sequence[str]) -> float:
+    """1.0 if the normalized prediction equals any normalized gold answer, else 0.0."""
+    p = normalize_answer(pred) if pred else ""
+    return float(bool(p) and p in _golds(golds))
+
+
+def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
+    same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(pred: str | None, golds: str | Sequence[str]) -> float:
+    """Token-level F1 between the normalized prediction and the best-matching gold answer."""
+    p = normalize_answer(pred).split() if pred else []
+    if not p:
+        return 0.0
+    return max((_f1(p, g.split()) for g in _golds(golds)), default=0.0)
+
+
+def contains_answer(text: str | None, golds: str | Sequence[str]) -> bool:
+    """Whether a normalized gold answer occurs in the normalized text as whole words.
+
+    Whole words so that gold "art" is not found in "party". Used for "the gold answer was retrieved".
+    """
+    t = normalize_answer(text) if text else ""
+    if not t:
+        return False
+    padded = f" {t} "
+    return any(f" {g} " in padded for g in _golds(golds))

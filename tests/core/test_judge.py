@@ -1,0 +1,158 @@
+"""The judge: exact match first, LLM semantic match on a miss, counted fallback when the LLM fails."""
+
+import asyncio
+
+import pytest
+from langchain_core.language_models import BaseChatModel, FakeListChatModel, GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict, parse_judgment
+from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyClient
+
+
+class ScriptedPolicy:
+    """A PolicyClient that replies with canned text, records its calls, and can fail or stall."""
+
+    name = "scripted"
+    tokenizer = None
+
+    def __init__(self, replies=(), *, error=None, delay=0.0):
+        self.replies = list(replies)
+        self.error = error
+        self.delay = delay
+        self.calls: list[list[GenerationRequest]] = []
+
+    async def generate(self, requests):
+        self.calls.append(requests)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.error:
+            raise self.error
+        return [GenerationResult(self.replies.pop(0), [], [], [], "eos") for _ in requests]
+
+    def encode_messages(self, messages):
+        return []
+
+    def encode_text(self, text):
+        return []
+
+
+def test_fake_is_a_policy_client():
+    assert isinstance(ScriptedPolicy(), PolicyClient)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("Correct", True),  # the asked-for reply
+        ("correct.", True),  # case and punctuation
+        (" **Correct**\n", True),  # markdown and whitespace
+        ("The prediction is correct.", True),  # extra words
+        ("<think>same person</think>Correct", True),  # a reasoning model's think block is skipped
+        ("Wrong", False),  # the other asked-for reply
+        ("WRONG!", False),  # case and punctuation
+        ("Incorrect", False),  # synonym of Wrong, not a substring hit on "correct"
+        ("not correct", False),  # negation
+        ("This isn't entirely correct", False),  # negation with a word between
+        ("Correct or Wrong", False),  # both: ambiguous
+        ("Yes", False),  # neither: ambiguous
+        ("", False),  # nothing
+        ("<think>is it correct? maybe", False),  # reasoning cut off before a verdict
+    ],
+)
+def test_parse_judgment(reply, expected):
+    assert parse_judgment(reply) is expected
+
+
+async def test_exact_match_skips_the_llm():
+    policy = ScriptedPolicy()
+    v = await Judge(policy).judge("Capital of France?", "the paris", ["Paris"])
+    assert v == Verdict(correct=True, score=1.0, em=1.0, f1=1.0, method="exact")
+    assert policy.calls == []
+
+
+async def test_no_prediction_is_wrong_without_llm():
+    policy = ScriptedPolicy()
+    judge = Judge(policy)
+    v = await judge.judge("Capital of France?", None, ["Paris"])
+    assert (v.correct, v.score, v.method) == (False, 0.0, "none")
+    assert policy.calls == [] and judge.llm_count == 0
+
+
+async def test_em_only_judge():
+    v = await Judge(None).judge("Capital of France?", "City of Paris", "Paris")
+    assert (v.correct, v.method, v.em) == (False, "exact", 0.0)
+    assert v.f1 == pytest.approx(0.5)  # precision 1/3 ("city of paris"), recall 1
+
+
+async def test_policy_judge_batches_and_parses():
+    policy = ScriptedPolicy(["Correct.", "wrong", "Correct or Wrong"])
+    judge = Judge(policy, max_tokens=8)
+    verdicts = await judge.judge_many(
+        [
+            JudgeItem("Who composed Salome?", "R. Strauss", ["Richard Strauss"]),
+            ("Capital of France?", "Paris", ["Paris"]),  # exact hit: not sent to the LLM
+            ("Capital of Italy?", "Milan", ["Rome"]),
+            ("Largest planet?", "Saturn", ["Jupiter"]),
+        ]
+    )
+    assert [v.method for v in verdicts] == ["llm", "exact", "llm", "llm"]
+    assert [v.correct for v in verdicts] == [True, True, False, False]
+    assert [v.score for v in verdicts] == [1.0, 1.0, 0.0, 0.0]
+    assert verdicts[0].raw == "Correct." and verdicts[0].em == 0.0 and verdicts[0].f1 == pytest.approx(0.5)
+    # one generate call for all misses, greedy, few tokens, the judge prompt filled in
+    assert len(policy.calls) == 1 and len(policy.calls[0]) == 3
+    req = policy.calls[0][0]
+    assert req.sampling.temperature == 0.0 and req.sampling.max_tokens == 8
+    content = req.messages[0]["content"]
+    assert "Who composed Salome?" in content and "Richard Strauss" in content and "R. Strauss" in content
+    assert judge.llm_count == 3 and judge.unavailable_count == 0
+
+
+async def test_policy_judge_error_falls_back_and_is_counted():
+    judge = Judge(ScriptedPolicy(error=RuntimeError("endpoint down")))
+    verdicts = await judge.judge_many([("q", "Milan", ["Rome"]), ("q", "Rome", ["Rome"]), ("q", "x", ["y"])])
+    assert [v.method for v in verdicts] == ["judge_unavailable", "exact", "judge_unavailable"]
+    assert [v.correct for v in verdicts] == [False, True, False]
+    assert judge.unavailable_count == 2
+
+
+async def test_policy_judge_timeout_falls_back():
+    judge = Judge(ScriptedPolicy(["Correct"], delay=5.0), timeout_s=0.05)
+    v = await judge.judge("q", "Milan", ["Rome"])
+    assert v.method == "judge_unavailable" and not v.correct
+    assert judge.unavailable_count == 1
+
+
+async def test_chat_model_judge():
+    judge = Judge(FakeListChatModel(responses=["Correct", "Wrong"]))
+    verdicts = await judge.judge_many([("q1", "R. Strauss", ["Richard Strauss"]), ("q2", "Milan", ["Rome"])])
+    assert sorted(v.correct for v in verdicts) == [False, True]  # the fake's order under concurrency
+    assert all(v.method == "llm" for v in verdicts)
+
+
+async def test_generic_chat_model_judge():
+    judge = Judge(GenericFakeChatModel(messages=iter([AIMessage(content="Correct!")])))
+    v = await judge.judge("Who composed Salome?", "R. Strauss", ["Richard Strauss"])
+    assert (v.correct, v.method, v.raw) == (True, "llm", "Correct!")
+
+
+class FailingChatModel(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "failing"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        raise ConnectionError("no route to judge")
+
+
+async def test_chat_model_error_falls_back_and_is_counted():
+    judge = Judge(FailingChatModel())
+    verdicts = await judge.judge_many([("q", "Milan", ["Rome"]), ("q", "Rome", ["Rome"])])
+    assert [v.method for v in verdicts] == ["judge_unavailable", "exact"]
+    assert judge.unavailable_count == 1
+
+
+def test_rejects_other_models():
+    with pytest.raises(TypeError, match="PolicyClient"):
+        Judge("gpt-4")  # type: ignore[arg-type]

@@ -1,0 +1,27 @@
+import socket
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tools.bm25 import BM25Backend
+from tools.server import PortInUseError, bind_socket, create_app, serve
+
+
+def test_port_in_use_is_a_clear_error(small_docs):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(PortInUseError, match=rf"port {port} .*already in use"):
+            bind_socket("127.0.0.1", port)
+        with pytest.raises(PortInUseError, match=str(port)):
+            serve(BM25Backend(small_docs), port=port)  # raises before uvicorn starts
+
+
+def test_retrieve_api_shape(small_docs):
+    client = TestClient(create_app(BM25Backend(small_docs), default_k=1))
+    body = client.post("/retrieve", json={"queries": ["cat mice", ""], "return_scores": True}).json()
+    assert len(body["result"]) == 2 and body["result"][1] == []
+    (hit,) = body["result"][0]  # default_k=1
+    assert hit["document"] == {"id": "1", "contents": f'"Cat"\n{small_docs[1].text}'} and hit["score"] > 0
+    assert client.post("/retrieve", json={"queries": ["x"], "topk": 0}).status_code == 422
