@@ -4,7 +4,7 @@ Prints: BM25 index build time; BM25 latency per query (p50/p95, one query per ca
 query excluding and including query encoding; top-3 hit rate of BM25 and dense for "What is <title>?"
 over 1,000 randomly chosen articles (hit = that article is among the top 3).
 
-    .venv/bin/python benchmarks/search.py [--n 1000] [--seed 0] [--skip-dense]
+    .venv/bin/python benchmarks/search.py [--n 1000] [--seed 0] [--skip-dense] [--threads 1]
 
 Dense document embeddings are computed once and cached under ``sesa_home()/dense/`` (slow the first time).
 """
@@ -47,7 +47,20 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000, help="articles sampled for the queries")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-dense", action="store_true")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="set torch and faiss (OpenMP) threads; 1 avoids thread contention on a busy machine",
+    )
     args = ap.parse_args()
+    if args.threads:
+        import faiss
+        import torch
+
+        faiss.omp_set_num_threads(args.threads)
+        torch.set_num_threads(args.threads)
+    print(f"threads: {args.threads or 'library defaults'} (cpu count {os.cpu_count()}, load avg {os.getloadavg()[0]:.1f})")
 
     docs = load_embedded_corpus()
     sample = random.Random(args.seed).sample(docs, args.n)

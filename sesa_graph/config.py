@@ -101,7 +101,7 @@ class JudgeConfig(Strict):
 class RewardConfig(Strict):
     """Rewards of both policies (see :mod:`sesa_graph.rewards`)."""
 
-    proposer: Literal["frontier", "1-p", "intermediate"] = Field("frontier", description="Proposer reward shape "
+    proposer: Literal["frontier", "one_minus_p", "intermediate"] = Field("frontier", description="Proposer reward shape "
                                                                  "over the solver group success rate p.")
     frontier_lambda: float = Field(0.5, ge=0, description="Penalty for questions every rollout solved or none did.")
     format_penalty: float = Field(-1.0, le=0, description="Proposer reward for an invalid question.")

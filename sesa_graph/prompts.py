@@ -164,9 +164,9 @@ DISTILLER_SYSTEM = """You improve a search agent by writing reusable search skil
 advice for a whole class of questions, never facts about one question.
 Reply with one JSON object and nothing else:
 {{"description": "...", "trigger": "...", "avoid": "...", "queries": ["..."], "category": "..."}}
-- description: the advice, one or two sentences (at most 40 words).
-- trigger: the kind of question or situation it applies to.
-- avoid: the mistake it prevents.
+- description: the advice in one sentence (at most 25 words).
+- trigger: the kind of question or situation it applies to (at most 15 words).
+- avoid: the mistake it prevents (at most 12 words).
 - queries: one to three search query templates with [bracketed] placeholders.
 - category: one of {categories}.
 Never use names, titles, places, dates or numbers from the failed question or its answers."""

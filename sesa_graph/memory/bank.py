@@ -36,12 +36,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.fsutil import write_json_atomic, write_jsonl_atomic
+from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
 from sesa_graph.memory.utility import Outcome, tally
 
@@ -160,11 +161,7 @@ class SkillBank:
         path.mkdir(parents=True, exist_ok=True)
         client = cls._connect(path, config, create=True)
         name = config.collection
-        try:
-            client.get_collection(name)
-        except Exception:  # noqa: BLE001 -- absent, as it should be
-            pass
-        else:
+        if name in {c.name for c in client.list_collections()}:
             raise BankExistsError(f"Chroma collection {name!r} already exists at "
                                   f"{config.chroma_host or path / CHROMA}; pick another `collection` name")
         client.create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
@@ -179,20 +176,20 @@ class SkillBank:
         bank = cls(path, config, encoder, client, state, read_only=False)
         seed_list = [s.model_copy(update={"seed": True, "source": "seed"}) for s in seeds]
         bank._add(seed_list, bank._embed(seed_list))
-        for p, version, skills in loaded:
-            skills = [s.model_copy(update={"seed": False}) for s in skills if s.id not in bank._skills]
+        for p, version, file_skills in loaded:
+            skills = [s.model_copy(update={"seed": False}) for s in file_skills if s.id not in bank._skills]
             embs = bank._embed(skills)
             keep = []
             matrix = bank._matrix()
             for s, e in zip(skills, embs):
                 if max_cosine(e, matrix) <= config.admit_max_cosine:
                     keep.append((s, e))
-                    matrix = np.vstack([matrix, e[None]]) if len(matrix) else e[None]
+                    matrix = np.vstack([matrix, e[None]])
             bank._add([s for s, _ in keep], np.array([e for _, e in keep]))
             state["priming"].append({"file": str(p), "version": version, "loaded": len(keep),
-                                     "skipped_duplicates": len(skills) - len(keep)})
+                                     "skipped_duplicates": len(file_skills) - len(keep)})
         state["n_skills"] = len(bank._skills)
-        write_json_atomic(path / QUEUE, {"format": 1, "entries": [], "stats": {}})
+        FailureQueue(path / QUEUE).save()
         bank._write_snapshot({"version": 0, "step": 0, "created": True, "n_skills": len(bank._skills)})
         bank._write_live()
         bank._write_state()  # last: a directory without state.json is an interrupted create
@@ -247,7 +244,7 @@ class SkillBank:
         if close is not None:
             close()
 
-    def __enter__(self) -> SkillBank:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -280,20 +277,23 @@ class SkillBank:
         """Copies of every skill, seeds first, then by creation step."""
         return [s.model_copy() for s in sorted(self._skills.values(), key=lambda s: (not s.seed, s.created_step, s.id))]
 
-    def embedding_snapshot(self) -> tuple[dict[str, Skill], np.ndarray, np.ndarray]:
-        """(skills by id, bank embedding matrix, live-tombstone matrix): what a consolidation checks against."""
-        return ({k: v.model_copy() for k, v in self._skills.items()}, self._matrix().copy(),
-                self._tomb_matrix().copy())
+    def embedding_snapshot(self, step: int) -> tuple[dict[str, Skill], np.ndarray, np.ndarray]:
+        """(skills by id, bank embedding matrix, matrix of tombstones still live at ``step``): what a
+        consolidation checks its candidates against."""
+        live = [t for t in self._tomb_emb if not self._tomb_expired(t, step)]
+        tombs = np.stack([self._tomb_emb[t] for t in live]) if live else np.zeros((0, self._dim), np.float32)
+        return {k: v.model_copy() for k, v in self._skills.items()}, self._matrix().copy(), tombs
+
+    def _tomb_expired(self, tomb_id: str, step: int) -> bool:
+        ttl = self.config.tombstone_ttl_steps
+        return ttl is not None and step - self._tomb_step[tomb_id] >= ttl
+
+    @property
+    def _dim(self) -> int:
+        return int(self._state.get("dim") or 0)
 
     def _matrix(self) -> np.ndarray:
-        if not self._emb:
-            return np.zeros((0, self._state.get("dim") or 0), dtype=np.float32)
-        return np.stack(list(self._emb.values()))
-
-    def _tomb_matrix(self) -> np.ndarray:
-        if not self._tomb_emb:
-            return np.zeros((0, self._state.get("dim") or 0), dtype=np.float32)
-        return np.stack(list(self._tomb_emb.values()))
+        return np.stack(list(self._emb.values())) if self._emb else np.zeros((0, self._dim), np.float32)
 
     def query(self, embeddings: np.ndarray, k: int | None = None) -> list[list[tuple[Skill, float]]]:
         """Top-k skills per query embedding, as (skill, cosine similarity), best first, one Chroma call.
@@ -386,15 +386,15 @@ class SkillBank:
 
     def commit(self, *, step: int, admit: Sequence[tuple[Skill, np.ndarray]], evict: dict[str, str],
                files: dict[Path, Any] | None = None, report: dict | None = None,
-               stats: dict[str, int] | None = None) -> int:
+               stats: dict[str, int] | None = None, state_fields: dict[str, Any] | None = None) -> int:
         """Apply one consolidation atomically (see the module docstring) and return the new version.
 
         ``admit``: (skill, embedding) pairs; ``evict``: id -> reason; ``files``: other state files (the
-        queue) to rewrite as part of the same commit; ``report``: stored next to the snapshot.
+        queue) to rewrite as part of the same commit; ``report``: stored next to the snapshot; ``stats``:
+        added to the cumulative statistics; ``state_fields``: other top-level state fields to set.
         """
         self._check_writable()
-        ttl = self.config.tombstone_ttl_steps
-        expired = [t for t, s in self._tomb_step.items() if ttl is not None and step - s >= ttl]
+        expired = [t for t in self._tomb_step if self._tomb_expired(t, step)]
         evict = {sid: r for sid, r in evict.items() if sid in self._skills and not self._skills[sid].seed}
         tombs = []
         if evict:
@@ -403,7 +403,7 @@ class SkillBank:
             for sid, reason in evict.items():
                 tombs.append({"id": sid, "embedding": np.asarray(emb_by_id[sid]).tolist(), "step": step,
                               "reason": reason, "skill": self._skills[sid].model_dump(mode="json")})
-        state = dict(self._state)
+        state = {**self._state, **(state_fields or {})}
         version = self.version + 1
         all_stats = Counter(state.get("stats", {}))
         all_stats.update({k: v for k, v in (stats or {}).items() if v})

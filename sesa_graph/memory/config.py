@@ -45,10 +45,10 @@ class MemoryConfig(BaseModel):
         "so a floor around 0.3 (MiniLM) is a reasonable experiment.",
     )
     render_max_chars: int = Field(
-        900,
+        1200,
         ge=100,
-        description="Longest skills block in the solver prompt, in characters; skills that would overflow it "
-        "are left out whole (see prompts.render_skills).",
+        description="Longest skills block in the solver prompt, in characters (~300 tokens: three skills of "
+        "max_skill_chars fit); skills that would overflow it are left out whole (see prompts.render_skills).",
     )
     queue_cap: int = Field(
         300, ge=1, description="Most pending failures kept (paper: 300); the lowest priority is dropped."
@@ -95,10 +95,13 @@ class MemoryConfig(BaseModel):
         "None keeps tombstones forever.",
     )
     max_field_chars: int = Field(
-        300, ge=20, description="A distilled skill with any field longer than this is rejected ('too_long')."
+        160,
+        ge=20,
+        description="A distilled skill with any field longer than this is rejected ('too_long'); 160 is what the "
+        "solver prompt shows of a field unclipped (prompts.SKILL_FIELD_MAX_CHARS).",
     )
     max_skill_chars: int = Field(
-        700, ge=50, description="A distilled skill whose fields together are longer than this is rejected."
+        360, ge=50, description="A distilled skill whose fields together are longer than this is rejected."
     )
     min_content_words: int = Field(
         4,
@@ -132,7 +135,7 @@ class MemoryConfig(BaseModel):
     chroma_port: int = Field(8000, ge=1, le=65535, description="Port of the Chroma server (with chroma_host).")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "MemoryConfig":
+    def _consistent(self) -> MemoryConfig:
         if self.consolidate_min_pending > self.queue_cap:
             raise ValueError(
                 f"consolidate_min_pending ({self.consolidate_min_pending}) > queue_cap ({self.queue_cap}): "

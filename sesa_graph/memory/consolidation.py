@@ -148,7 +148,7 @@ class Consolidator:
         if self.busy:
             return False
         picked = [f.model_copy(deep=True) for f in self.queue.pick(self.config.max_distill_per_pass)]
-        skills, matrix, tombs = self.bank.embedding_snapshot()
+        skills, matrix, tombs = self.bank.embedding_snapshot(step)
         version = self.bank.version
         encoder = self.bank.encoder
 

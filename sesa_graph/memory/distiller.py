@@ -165,31 +165,19 @@ def _normalize(fields: dict[str, Any]) -> dict[str, Any]:
 
 # ---- checks ---------------------------------------------------------------------------------------------
 
-STOPWORDS = frozenset("""a an the and or but if then than that this these those there here of in on at to for
-from by with without about into onto over under between among through during before after above below up down
-out off is are was were be been being am do does did done have has had having it its it's they them their
-he him his she her we us our you your i me my who whom whose which what when where why how not no nor so too
-very can could should would will shall may might must also just only any all each every both either neither
-some such same other another own one two as it per via vs e.g i.e etc like more most less least much many
-few several""".split())
+STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "than", "that", "this", "these", "those", "there", "here", "of", "in", "on", "at", "to", "for", "from", "by", "with", "without", "about", "into", "onto", "over", "under", "between", "among", "through", "during", "before", "after", "above", "below", "up", "down", "out", "off", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had", "having", "it", "its", "it's", "they", "them", "their", "he", "him", "his", "she", "her", "we", "us", "our", "you", "your", "i", "me", "my", "who", "whom", "whose", "which", "what", "when", "where", "why", "how", "not", "no", "nor", "so", "too", "very", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "also", "just", "only", "any", "all", "each", "every", "both", "either", "neither", "some", "such", "same", "other", "another", "own", "one", "two", "as", "it", "per", "via", "vs", "e.g", "i.e", "etc", "like", "more", "most", "less", "least", "much", "many", "few", "several"])
 
 # Words that every piece of search advice contains; advice made only of these says nothing.
-GENERIC = frozenset("""search searches searching searched query queries question questions answer answers
-answering information info relevant relevance carefully careful thoroughly thorough better best good right
-correct correctly accurate accurately sure make makes making always never try trying find finding found look
-looking check checking checked verify use using used result results source sources think thinking step steps
-helpful useful important specific details detail again keyword keywords term terms need needs get getting
-read reading first next agent skill skills approach strategy way ways thing things fact facts data
-properly appropriate appropriately possible relevant related consider ensure""".split())
+GENERIC = frozenset(["search", "searches", "searching", "searched", "query", "queries", "question", "questions", "answer", "answers", "answering", "information", "info", "relevant", "relevance", "carefully", "careful", "thoroughly", "thorough", "better", "best", "good", "right", "correct", "correctly", "accurate", "accurately", "sure", "make", "makes", "making", "always", "never", "try", "trying", "find", "finding", "found", "look", "looking", "check", "checking", "checked", "verify", "use", "using", "used", "result", "results", "source", "sources", "think", "thinking", "step", "steps", "helpful", "useful", "important", "specific", "details", "detail", "again", "keyword", "keywords", "term", "terms", "need", "needs", "get", "getting", "read", "reading", "first", "next", "agent", "skill", "skills", "approach", "strategy", "way", "ways", "thing", "things", "fact", "facts", "data", "properly", "appropriate", "appropriately", "possible", "relevant", "related", "consider", "ensure"])
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _BRACKETS_RE = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>")
 
 
 # Sentence-initial words that are capitalised only because they start the question.
-_OPENERS = frozenset("name list give tell identify state compare find which".split())
+_OPENERS = frozenset(["name", "list", "give", "tell", "identify", "state", "compare", "find", "which"])
 # Answers whose words every skill may use.
-_COMMON_ANSWERS = frozenset("yes no true false none unknown".split())
+_COMMON_ANSWERS = frozenset(["yes", "no", "true", "false", "none", "unknown"])
 
 
 def _words(text: str, placeholders: bool = False) -> list[str]:

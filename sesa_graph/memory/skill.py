@@ -159,9 +159,9 @@ def load_skill_file(path: str | Path) -> tuple[int, list[Skill]]:
 FILE_FIELDS = ("id", "category", "description", "trigger", "avoid", "queries", "source_failures")
 
 
-def write_skill_file(path: str | Path, skills: Iterable[Skill], version: int = 1, source: str = "mined",
-                     note: str | None = None) -> Path:
-    """Write skills as a priming/seed YAML file (counters are not written: a file starts a bank fresh)."""
+def skill_file_data(skills: Iterable[Skill], version: int = 1, source: str = "mined",
+                    note: str | None = None) -> dict:
+    """The YAML document of a priming/seed file (counters are left out: a file starts a bank fresh)."""
     entries = []
     for s in skills:
         d = s.model_dump(include=set(FILE_FIELDS))
@@ -172,7 +172,13 @@ def write_skill_file(path: str | Path, skills: Iterable[Skill], version: int = 1
     if note:
         data["note"] = note
     data["skills"] = entries
-    return write_yaml_atomic(Path(path), data)
+    return data
+
+
+def write_skill_file(path: str | Path, skills: Iterable[Skill], version: int = 1, source: str = "mined",
+                     note: str | None = None) -> Path:
+    """Write skills as a priming/seed YAML file that ``load_skill_file`` reads back."""
+    return write_yaml_atomic(Path(path), skill_file_data(skills, version, source, note))
 
 
 def load_seeds(path: str | Path | None = None) -> tuple[int, list[Skill]]:

@@ -62,6 +62,9 @@ class LocalPolicy:
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        # Denormal activations make CPU matmuls ~3x slower on this model (measured); flushing them to
+        # zero changes nothing a sampler could notice.
+        torch.set_flush_denormal(True)
         self.name = model
         self.path = resolve_policy_model(model)
         self.device = torch.device(device)

@@ -1,0 +1,358 @@
+"""``sesa eval``: benchmark a solver with bank modes side by side; ``sesa eval compare A B``.
+
+    sesa eval --data-dir ../shared/data/benchmarks --model embedded-warm --bank-modes off,on \\
+        --bank runs/tiny-cpu/memory --judge policy --limit 20
+    sesa eval --data-dir ../shared/data/benchmarks --datasets bamboogle,nq --seeds 3 --limit 20
+    sesa eval --model Qwen/Qwen3-4B --base-url http://127.0.0.1:8000/v1 --search-backend http \\
+        --search-url http://127.0.0.1:9000 --judge http://127.0.0.1:8001/v1 --judge-model Qwen/Qwen3-8B ...
+    sesa eval compare evals/base evals/trained          # per-dataset deltas, regressions flagged
+    sesa eval compare evals/trained:off evals/trained:on
+
+Settings come from ``--config`` (a run config YAML: its solver_policy, search, solver and judge
+sections), then the flags; every resolved setting is printed with where it came from. Output:
+``evals/<name>/records.jsonl``, ``report.md``, ``report.json``. Rerunning a command resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from graphs.eval_data import display_name
+from graphs.evaluate import EvalSettings
+from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
+from tools.config import SearchConfig
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+eval_app = typer.Typer(
+    help="Evaluate a solver on QA benchmarks (bank modes side by side); `compare` two evals.",
+    invoke_without_command=True,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+_E, _P, _S, _V, _J = (EvalSettings.model_fields, PolicyConfig.model_fields, SearchConfig.model_fields,
+                      SolverConfig.model_fields, JudgeConfig.model_fields)
+
+
+def _h(fields: dict, name: str, extra: str = "") -> str:
+    return (fields[name].description or "") + extra
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+
+# ---- progress --------------------------------------------------------------------------------------------
+
+
+class EvalProgress:
+    """A rich progress bar per dataset (done / total, elapsed, ETA) with running judge scores per mode."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[scores]}"),
+            console=console, disable=not enabled, transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+        self.sums: dict[tuple[str, str], list[float]] = {}
+        self.modes: list[str] = []
+
+    def start(self, data: dict, modes: list[str], n_seeds: int, cached: dict[str, int], store: Any) -> None:
+        self.modes = list(modes)
+        ids = {(ds, q.id) for ds, qs in data.items() for q in qs}
+        for rec in store.latest.values():
+            if (rec["dataset"], rec["id"]) in ids and rec["mode"] in modes and rec.get("status") != "error":
+                self._add(rec)
+        for ds, qs in data.items():
+            self.tasks[ds] = self.progress.add_task(display_name(ds), total=len(qs) * len(modes) * n_seeds,
+                                                    completed=cached.get(ds, 0), scores=self._scores(ds))
+        self.progress.start()
+
+    def _add(self, rec: dict) -> None:
+        s = self.sums.setdefault((rec["dataset"], rec["mode"]), [0.0, 0])
+        s[0] += float(rec.get("score") or 0.0)
+        s[1] += 1
+
+    def _scores(self, ds: str) -> str:
+        parts = []
+        for m in self.modes:
+            s = self.sums.get((ds, m))
+            parts.append(f"{m} {100 * s[0] / s[1]:.1f}" if s and s[1] else f"{m} –")
+        return "  ".join(parts)
+
+    def update(self, rec: dict) -> None:
+        if rec.get("status") != "error":
+            self._add(rec)
+        self.progress.update(self.tasks[rec["dataset"]], advance=1, scores=self._scores(rec["dataset"]))
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+# ---- settings resolution ---------------------------------------------------------------------------------
+
+
+def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSettings, list[tuple[str, str, str]]]:
+    """EvalSettings from a run config (optional) and the flags that were given (not None).
+
+    Returns the settings and ``(setting, value, source)`` rows for printing.
+    """
+    from sesa_graph.config import load_config
+
+    base = load_config(config) if config is not None else None
+    src_cfg = f"config {config}" if config is not None else "default"
+    sections: dict[str, dict[str, Any]] = {
+        "policy": base.solver_policy.model_dump() if base else {},
+        "search": base.search.model_dump() if base else {},
+        "solver": base.solver.model_dump() if base else {},
+        "judge": base.judge.model_dump() if base else {},
+    }
+    sources: dict[str, str] = {}
+    top: dict[str, Any] = {}
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if "." in key:
+            sec, leaf = key.split(".", 1)
+            sections[sec][leaf] = value
+        else:
+            top[key] = value
+        sources[key] = "flag"
+    if flags.get("policy.base_url"):
+        sections["policy"]["backend"] = "openai"
+        sources["policy.backend"] = "flag (--base-url)"
+    judge = flags.get("judge.kind")
+    if judge is not None:  # --judge none|policy|URL
+        if judge.startswith(("http://", "https://")):
+            sections["judge"].update(kind="openai", base_url=judge)
+        elif judge in ("none", "policy"):
+            sections["judge"]["kind"] = judge
+        else:
+            raise typer.BadParameter(f"--judge {judge!r}: use none, policy or an http(s):// endpoint URL")
+    judge_cfg = JudgeConfig(**sections["judge"])
+    policy_cfg = PolicyConfig(**sections["policy"])
+    if judge_cfg.kind == "policy" and policy_cfg.backend == "local" and flags.get("judge.timeout_s") is None:
+        # judge requests queue behind the solver's batches on a local policy; 30 s would fail them
+        judge_cfg = judge_cfg.model_copy(update={"timeout_s": 600.0})
+        sources["judge.timeout_s"] = "eval default for a local policy judge"
+    if "name" not in top:
+        from graphs.evaluate import default_name
+
+        top["name"] = default_name(policy_cfg.model)
+        sources["name"] = "from --model"
+    settings = EvalSettings(**top, policy=policy_cfg, search=SearchConfig(**sections["search"]),
+                            solver=SolverConfig(**sections["solver"]), judge=judge_cfg)
+    rows = []
+    for key, value in settings.model_dump(mode="json").items():
+        if isinstance(value, dict):
+            for leaf, v in value.items():
+                rows.append((f"{key}.{leaf}", repr(v), sources.get(f"{key}.{leaf}", src_cfg)))
+        else:
+            rows.append((key, repr(value), sources.get(key, "default")))
+    return settings, rows
+
+
+def _print_settings(rows: list[tuple[str, str, str]]) -> None:
+    t = Table(title="eval settings", show_header=True, header_style="bold", box=None, padding=(0, 1))
+    t.add_column("setting")
+    t.add_column("value")
+    t.add_column("from", style="dim")
+    for k, v, s in rows:
+        t.add_row(k, escape(v), s)
+    console.print(t)
+
+
+def print_report(report: dict) -> None:
+    from graphs.eval_report import METRIC_TITLES, METRICS, metric_table
+
+    for metric in METRICS:
+        rows = metric_table(report, metric)
+        t = Table(title=METRIC_TITLES[metric] + (" = EM (--judge none)" if metric == "judge" and
+                                                  report["judge"] == "none" else ""), title_justify="left")
+        for i, h in enumerate(rows[0]):
+            t.add_column(h, justify="left" if i == 0 else "right")
+        for r in rows[1:]:
+            t.add_row(*r)
+        console.print(t)
+    h = report.get("hygiene")
+    if h:
+        color = "green" if h["clean"] else "red"
+        console.print(f"[{color}]data hygiene: {h['questions']} questions, "
+                      + ("clean" if h["clean"] else "EVAL QUESTIONS FOUND") + "[/]  "
+                      + "; ".join(f"{escape(s['source'])}: {s['exact']} exact / {s['normalized']} normalized"
+                                  for s in h["sections"])
+                      + "".join(f"  [dim](not checked: {escape(x)})[/]" for x in h["not_checked"]))
+
+
+# ---- commands --------------------------------------------------------------------------------------------
+
+
+@eval_app.callback()
+def eval_main(
+    ctx: typer.Context,
+    data_dir: Annotated[Optional[Path], typer.Option(help=_h(_E, "data_dir"))] = None,
+    datasets: Annotated[Optional[str], typer.Option(help=_h(_E, "datasets"))] = None,
+    limit: Annotated[Optional[int], typer.Option(help=_h(_E, "limit"))] = None,
+    model: Annotated[Optional[str], typer.Option(help=_h(_P, "model", " With --base-url: the model name the "
+                                                           "endpoint serves."))] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint of the solver (e.g. "
+                                                    "`vllm serve`, http://127.0.0.1:8000/v1); default: run "
+                                                    "--model in-process.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="With --base-url: local tokenizer (HF id or path) "
+                                                     "when --model is not one.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option(help=_h(_P, "api_key_env"))] = None,
+    retries: Annotated[Optional[int], typer.Option(help=_h(_P, "retries"))] = None,
+    device: Annotated[Optional[str], typer.Option(help=_h(_P, "device"))] = None,
+    dtype: Annotated[Optional[str], typer.Option(help=_h(_P, "dtype"))] = None,
+    max_batch_size: Annotated[Optional[int], typer.Option(help=_h(_P, "max_batch_size"))] = None,
+    search_backend: Annotated[Optional[str], typer.Option(help=_h(_S, "backend"))] = None,
+    corpus: Annotated[Optional[str], typer.Option(help=_h(_S, "corpus"))] = None,
+    search_url: Annotated[Optional[str], typer.Option(help=_h(_S, "url"))] = None,
+    dense_model: Annotated[Optional[str], typer.Option(help=_h(_S, "dense_model"))] = None,
+    search_k: Annotated[Optional[int], typer.Option(help=_h(_V, "search_k"))] = None,
+    max_turns: Annotated[Optional[int], typer.Option(help=_h(_V, "max_turns"))] = None,
+    bank_modes: Annotated[Optional[str], typer.Option(help=_h(_E, "bank_modes"))] = None,
+    bank: Annotated[Optional[Path], typer.Option(help=_h(_E, "bank"))] = None,
+    top_k: Annotated[Optional[int], typer.Option(help=_h(_E, "top_k"))] = None,
+    judge: Annotated[Optional[str], typer.Option(help="'none' (exact match only), 'policy' (the solver model "
+                                                 "judges a miss) or an OpenAI-compatible endpoint URL "
+                                                 "(with --judge-model). Default: the run config's judge "
+                                                 "(policy).")] = None,
+    judge_model: Annotated[Optional[str], typer.Option(help=_h(_J, "model"))] = None,
+    judge_timeout: Annotated[Optional[float], typer.Option(help=_h(_J, "timeout_s"))] = None,
+    seeds: Annotated[Optional[int], typer.Option(help=_h(_E, "seeds"))] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help=_h(_E, "concurrency"))] = None,
+    max_errors: Annotated[Optional[int], typer.Option(help=_h(_E, "max_errors"))] = None,
+    target_pool: Annotated[Optional[list[Path]], typer.Option(help=_h(_E, "target_pool"))] = None,
+    name: Annotated[Optional[str], typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
+    out_root: Annotated[Optional[Path], typer.Option(help=_h(_E, "out_root"))] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Run config YAML whose solver_policy, "
+                                                   "search, solver and judge sections are the defaults.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Discard the records of an earlier eval of this name.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Run an eval: every dataset x bank mode (x seed), concurrently, cached per question, then the report."""
+    if ctx.invoked_subcommand is not None:
+        return
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from pydantic import ValidationError
+
+    from graphs.eval_data import DatasetError
+    from graphs.evaluate import EvalError, evaluate
+    from sesa_graph.config import ConfigError
+    from sesa_graph.memory.bank import BankError
+    from tools.assets import MissingAssetError
+
+    flags = {
+        "data_dir": data_dir, "datasets": _csv(datasets), "limit": limit, "bank_modes": _csv(bank_modes),
+        "bank": bank, "top_k": top_k, "seeds": seeds, "concurrency": concurrency, "max_errors": max_errors,
+        "target_pool": target_pool or None, "name": name, "out_root": out_root,
+        "policy.model": model, "policy.base_url": base_url, "policy.api_key_env": api_key_env,
+        "policy.retries": retries,
+        "policy.device": device, "policy.dtype": dtype, "policy.max_batch_size": max_batch_size,
+        "search.backend": search_backend, "search.corpus": corpus, "search.url": search_url,
+        "search.dense_model": dense_model, "solver.search_k": search_k, "solver.max_turns": max_turns,
+        "judge.kind": judge, "judge.model": judge_model, "judge.timeout_s": judge_timeout,
+    }
+    try:
+        settings, rows = resolve_settings(config, flags)
+    except (ValidationError, ConfigError, ValueError) as exc:
+        err_console.print(f"[red]invalid eval settings:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    _print_settings(rows)
+
+    def on_start(info: dict) -> None:
+        n = sum(info["datasets"].values())
+        console.print(f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
+                      f"{sum(info['cached'].values())} cached in {settings.out_dir}")
+
+    bar = EvalProgress(console, enabled=progress)
+    policy = None
+    if settings.policy.backend == "openai" and tokenizer:
+        from graphs.evaluate import make_policy
+
+        policy = make_policy(settings.policy, tokenizer=tokenizer)
+    try:
+        outcome = asyncio.run(evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start))
+    except (DatasetError, EvalError, BankError, MissingAssetError, FileNotFoundError) as exc:
+        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2 if isinstance(exc, DatasetError) else 1) from None
+    report = outcome.report
+    print_report(report)
+    t = report["timing"]
+    console.print(f"wall: setup {t['setup_s']} s + rollouts {t['run_s']} s; {t['computed']} rollouts computed "
+                  f"({t['rollouts_per_minute']} rollouts/minute, {t['questions_per_minute']} questions/minute in every "
+                  f"mode and seed), {t['cached']} cached")
+    console.print(f"report: {outcome.out_dir / 'report.md'}  records: {outcome.out_dir / 'records.jsonl'}")
+    if not report["complete"]:
+        err_console.print(f"[red]INCOMPLETE[/]: {report['done']} of {report['planned']} done"
+                          + (f"; stopped: {escape(report['aborted'])}" if report["aborted"] else "")
+                          + ". Rerun the same command to resume.")
+        raise typer.Exit(1)
+
+
+@eval_app.command("compare")
+def compare(
+    a: Annotated[str, typer.Argument(help="Baseline eval: its directory (evals/NAME), DIR:MODE, or a report.json.")],
+    b: Annotated[str, typer.Argument(help="Eval compared against A: directory, DIR:MODE or report.json.")],
+    metric: Annotated[str, typer.Option(help="judge, em, f1, or all.")] = "judge",
+    tolerance: Annotated[float, typer.Option(help="Flag a dataset only when B is below A by more than this "
+                                             "many points.")] = 0.0,
+    fail_on_regression: Annotated[bool, typer.Option(help="Exit with status 1 when any dataset regressed.")] = False,
+) -> None:
+    """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
+    from graphs.eval_report import METRICS, CompareError, compare_reports
+
+    metrics = list(METRICS) if metric == "all" else [metric]
+    regressed = False
+    for m in metrics:
+        try:
+            comparisons = compare_reports(a, b, metric=m, tolerance=tolerance)
+        except CompareError as exc:
+            err_console.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        for c in comparisons:
+            _print_comparison(c)
+            regressed |= any(d != "mean" for d in c.regressions)
+    if regressed and fail_on_regression:
+        raise typer.Exit(1)
+
+
+def _print_comparison(c: Any) -> None:
+    from graphs.eval_report import METRIC_TITLES, fmt_cell
+
+    t = Table(title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
+              title_justify="left")
+    for col, just in (("dataset", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"), ("", "left")):
+        t.add_column(col, justify=just)
+    for r in c.rows:
+        name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
+        d = "–" if r.delta is None else f"{r.delta:+.1f}"
+        if r.regression:
+            d = f"[bold red]{d}[/]"
+        flag = "[bold red]▼ regression[/]" + (" [dim](within seed noise)[/]" if r.within_noise else "") \
+            if r.regression else ""
+        note = f"[dim]{escape(r.note)}[/]" if r.note else ""
+        t.add_row(name, fmt_cell(r.a), fmt_cell(r.b), d, " ".join(x for x in (flag, note) if x))
+    console.print(t)
+    regs = [display_name(d) for d in c.regressions if d != "mean"]
+    console.print(f"[bold red]B is below A on: {', '.join(regs)}[/]" if regs else "[green]B is not below A on any "
+                  "dataset.[/]")

@@ -1,0 +1,569 @@
+"""The evaluation harness: benchmark questions through the solve graph, judged, cached, reported.
+
+What it measures (the paper's protocol): one greedy rollout per question (or ``seeds`` sampled ones),
+at most ``max_turns`` assistant turns, normalized exact match, else an LLM judge; per dataset the mean
+score, and the unweighted mean of the datasets as the headline. Each bank mode is a row; every mode
+runs the same weights in the same process, side by side:
+
+- ``off``: no skills in the prompt (SESA-Off);
+- ``on``: the top-k skills of a frozen bank (``--bank``; retrieval only, nothing is credited or
+  distilled -- the bank is opened read-only) (SESA-On);
+- ``placebo``: as many skills as ``on`` retrieves, each about as long, about something unrelated
+  (tells gains from skill content apart from gains from a longer prompt).
+
+Throughput: up to ``concurrency`` questions are in flight at once, each its own solve-graph
+invocation; a local policy micro-batches their turns, an endpoint gets that many requests.
+
+Caching: every finished question is appended to ``evals/<name>/records.jsonl`` at once, keyed by
+dataset / id / mode / seed, so a killed eval resumes where it stopped. Infrastructure failures are not
+results: a rollout that ended ``search_error`` or raised is recorded with status ``error`` and run again
+on resume; a verdict whose LLM judge failed (``judge_unavailable``) is judged again on resume. After
+more than ``max_errors`` such failures, or when the policy endpoint stays down after its retries, the
+eval stops; what finished is kept.
+
+    sesa eval --data-dir ../shared/data/benchmarks --bank-modes off,on --bank runs/NAME/memory --limit 20
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
+from graphs.solve import solve
+from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
+from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
+from sesa_graph.policy.base import PolicyUnavailableError
+from tools.config import SearchConfig
+
+log = logging.getLogger(__name__)
+
+BankMode = Literal["off", "on", "placebo"]
+BANK_MODES: tuple[str, ...] = ("off", "on", "placebo")
+RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "report.md", "report.json"
+RETRY_STATUSES = frozenset({"error"})  # not results: run again on resume
+
+
+class EvalSettings(BaseModel):
+    """One eval. The field descriptions are the CLI's help texts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Eval name; output goes to <out-root>/<name>/. Rerunning the same name resumes.")
+    out_root: Path = Field(Path("evals"), description="Directory holding the evals.")
+    datasets: list[str] = Field(default_factory=list, description="Datasets, comma-separated: names in "
+                                "--data-dir, .jsonl paths, or hf:<repo>[:<config>[:<split>]]. Default: every "
+                                "*.jsonl in --data-dir.")
+    data_dir: Path | None = Field(None, description="Directory of FlashRAG-style JSONL datasets "
+                                  '({"id", "question", "golden_answers"} per line), named by file stem.')
+    limit: int | None = Field(None, ge=1, description="Evaluate the first N questions of each dataset.")
+    bank_modes: list[BankMode] = Field(default_factory=lambda: ["off"], description="Bank modes to run side "
+                                       "by side, comma-separated: off (no skills), on (the --bank's top-k "
+                                       "skills), placebo (length-matched unrelated skills).")
+    bank: Path | None = Field(None, description="Skill bank directory (or a run directory holding memory/) "
+                              "for modes on and placebo; opened read-only. Also checked for hygiene.")
+    top_k: int = Field(3, ge=1, le=20, description="Skills retrieved per question in modes on/placebo "
+                       "(paper: 3).")
+    seeds: int | None = Field(None, ge=1, le=100, description="Sampled repeats per question (seeds 0..N-1, "
+                              "at the solver temperature); reports mean and std over seeds. Default: one "
+                              "greedy rollout.")
+    concurrency: int = Field(16, ge=1, description="Questions in flight at once.")
+    max_errors: int = Field(10, ge=0, description="Stop after more than this many failed rollouts (search "
+                            "errors, exceptions) or failed LLM judgments; the results so far are kept.")
+    target_pool: list[Path] = Field(default_factory=list, description="Training target pool file(s) (JSONL "
+                                    "or one target per line) to check for eval questions (hygiene).")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
+    search: SearchConfig = Field(default_factory=SearchConfig, description="The search tool.")
+    solver: SolverConfig = Field(default_factory=SolverConfig, description="The solver loop.")
+    judge: JudgeConfig = Field(default_factory=lambda: JudgeConfig(kind="none"), description="Answer scoring.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EvalSettings":
+        if not self.bank_modes:
+            raise ValueError("--bank-modes is empty; choose from off, on, placebo")
+        if len(set(self.bank_modes)) != len(self.bank_modes):
+            raise ValueError(f"--bank-modes lists a mode twice: {','.join(self.bank_modes)}")
+        needs = [m for m in self.bank_modes if m != "off"]
+        if needs and self.bank is None:
+            raise ValueError(f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "
+                             "directory or a run directory with memory/)")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
+            raise ValueError(f"eval name {self.name!r}: use letters, digits, '.', '_' and '-' only")
+        return self
+
+    @property
+    def out_dir(self) -> Path:
+        return self.out_root / self.name
+
+    @property
+    def seed_list(self) -> list[int | None]:
+        return [None] if self.seeds is None else list(range(self.seeds))
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that decide a record's result: cached records are reused only if these match.
+        (The bank is checked per record: mode-off records stay valid when a bank is added.)"""
+        p = self.policy
+        return {
+            "model": p.model, "backend": p.backend, "base_url": p.base_url, "dtype": p.dtype,
+            "search": self.search.model_dump(mode="json", exclude={"timeout_s", "retries", "backoff_s", "device",
+                                                                   "encode_batch_size"}),
+            "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),
+            "judge": self.judge.model_dump(mode="json", exclude={"timeout_s", "api_key_env"}),
+            "top_k": self.top_k,
+        }
+
+
+def default_name(model: str) -> str:
+    """A deterministic eval name from a model name, so rerunning the same command resumes."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model.strip("/")).strip("-._") or "eval"
+
+
+class EvalError(RuntimeError):
+    """An eval that cannot start or cannot go on; the message says why and what to do."""
+
+
+# ---- the record cache ------------------------------------------------------------------------------------
+
+
+def record_key(dataset: str, qid: str, mode: str, seed: int | None) -> str:
+    return f"{dataset}/{qid}/{mode}/{'greedy' if seed is None else seed}"
+
+
+class RecordStore:
+    """``records.jsonl``: one JSON line per finished (question, mode, seed), appended and flushed at once.
+
+    Reading keeps the last record of each key (a re-judged or re-run record supersedes the earlier one).
+    A torn last line (the process was killed mid-write) is cut off before appending.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.latest: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path,
+                        len(data) - cut)
+            with open(self.path, "r+b") as f:
+                f.truncate(cut)
+            data = data[:cut]
+        for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                key = rec["key"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise EvalError(f"{self.path}:{n}: not a record ({exc}); move the file away to start over") from None
+            self.latest[key] = rec
+
+    def done(self, key: str) -> dict[str, Any] | None:
+        """The cached record for ``key`` if it is a result (not a failure to run again)."""
+        rec = self.latest.get(key)
+        return rec if rec is not None and rec.get("status") not in RETRY_STATUSES else None
+
+    def append(self, rec: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.latest[rec["key"]] = rec
+
+
+# ---- planning --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Task:
+    """One (question, mode, seed) to run, or (with ``rejudge``) a cached record to judge again."""
+
+    q: EvalQuestion
+    mode: str
+    seed: int | None
+    skill_ids: list[str] = field(default_factory=list)
+    skills_block: str = ""
+    rejudge: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        return record_key(self.q.dataset, self.q.id, self.mode, self.seed)
+
+
+def plan_tasks(data: Mapping[str, Sequence[EvalQuestion]], modes: Sequence[str], seeds: Sequence[int | None],
+               store: RecordStore, memories: Mapping[str, Any]) -> tuple[list[Task], dict[str, int], list[str]]:
+    """Tasks still to do, cached results per dataset, and every key of the plan.
+
+    Order: dataset, seed, question, mode -- so concurrent rollouts share sampling settings (a local
+    policy batches them together) and an interrupted eval has whole questions across modes.
+    Skills are retrieved here, one batched call per dataset and mode.
+    """
+    tasks: list[Task] = []
+    cached: Counter[str] = Counter()
+    keys: list[str] = []
+    for ds, qs in data.items():
+        todo: dict[tuple[str, int | None], list[EvalQuestion]] = {}
+        rejudge: list[Task] = []
+        for seed in seeds:
+            for q in qs:
+                for mode in modes:
+                    key = record_key(ds, q.id, mode, seed)
+                    keys.append(key)
+                    rec = store.done(key)
+                    if rec is None:
+                        todo.setdefault((mode, seed), []).append(q)
+                    elif rec.get("judge_method") == "judge_unavailable":
+                        rejudge.append(Task(q, mode, seed, list(rec.get("skill_ids", [])), rejudge=rec))
+                    else:
+                        cached[ds] += 1
+        skills: dict[str, dict[str, tuple[list[str], str]]] = {}
+        for mode in modes:
+            need = list({q.id: q for (m, _), lst in todo.items() if m == mode for q in lst}.values())
+            skills[mode] = {}
+            if need and mode != "off":
+                mem = memories[mode]
+                for q, hits in zip(need, mem.retrieve([q.question for q in need]), strict=True):
+                    skills[mode][q.id] = ([s.id for s in hits], mem.render(hits))
+        fresh = [Task(q, mode, seed, *skills[mode].get(q.id, ([], "")))
+                 for (mode, seed), lst in todo.items() for q in lst]
+        rank = {(s, q.id, m): i for i, (s, q, m) in enumerate((s, q, m) for s in seeds for q in qs for m in modes)}
+        fresh.sort(key=lambda t: rank[(t.seed, t.q.id, t.mode)])
+        tasks += rejudge + fresh
+    return tasks, dict(cached), keys
+
+
+# ---- running ---------------------------------------------------------------------------------------------
+
+
+def make_record(task: Task, state: Mapping[str, Any] | None, verdict: Verdict | None, *, model: str,
+                bank: Mapping[str, Any] | None, elapsed_s: float, error: str | None = None) -> dict[str, Any]:
+    """The JSONL record of one finished (question, mode, seed)."""
+    q, st = task.q, state or {}
+    status = st.get("status", "error")
+    if error is not None or status == "search_error":
+        status, error = "error", error or f"search_error: {st.get('error')}"
+    v = verdict
+    return {
+        "key": task.key, "dataset": q.dataset, "id": q.id, "mode": task.mode, "seed": task.seed,
+        "question": q.question, "golds": list(q.golds), "prediction": st.get("final"),
+        "score": v.score if v else 0.0, "em": v.em if v else 0.0, "f1": v.f1 if v else 0.0,
+        "correct": bool(v.correct) if v else False, "judge_method": v.method if v else None,
+        "judge_raw": v.raw if v else None, "status": status, "error": error,
+        "turns": int(st.get("n_turns", 0)), "searches": len(st.get("searches", []) or []),
+        "queries": [s["query"] for s in st.get("searches", []) or []],
+        "trace": [t.get("text", "") for t in st.get("turns", []) or []],
+        "skill_ids": list(task.skill_ids), "bank": bank_ref(bank) if task.mode != "off" else None,
+        "bank_version": bank["version"] if bank and task.mode != "off" else None,
+        "model": model, "elapsed_s": round(elapsed_s, 3), "time": time.time(),
+    }
+
+
+@dataclass
+class RunResult:
+    """What one invocation did."""
+
+    planned: int
+    cached: dict[str, int]
+    computed: int = 0
+    rejudged: int = 0
+    errors: int = 0
+    judge_unavailable: int = 0
+    run_s: float = 0.0
+    aborted: str | None = None
+    keys: list[str] = field(default_factory=list)
+
+
+async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: Judge, solver: SolverConfig,
+                    store: RecordStore, concurrency: int, max_errors: int, bank: Mapping[str, Any] | None = None,
+                    on_record: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+    """Run ``tasks`` with up to ``concurrency`` in flight; append each record as it finishes."""
+    res = RunResult(planned=len(tasks), cached={})
+    queue: asyncio.Queue[Task] = asyncio.Queue()
+    for t in tasks:
+        queue.put_nowait(t)
+    greedy_spec, sampled_spec = solver_spec(solver, greedy=True), solver_spec(solver, greedy=False)
+    model = getattr(policy, "name", "?")
+    workers: list[asyncio.Task] = []
+
+    def abort(reason: str) -> None:
+        if res.aborted is None:
+            res.aborted = reason
+            for w in workers:
+                if w is not asyncio.current_task():
+                    w.cancel()
+
+    async def one(task: Task) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        if task.rejudge is not None:
+            old = task.rejudge
+            (v,) = await judge.judge_many([JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))])
+            rec = {**old, "score": v.score, "em": v.em, "f1": v.f1, "correct": bool(v.correct),
+                   "judge_method": v.method, "judge_raw": v.raw, "time": time.time()}
+            res.rejudged += 1
+            return rec
+        spec = greedy_spec if task.seed is None else sampled_spec
+        ctx = RolloutContext(policy=policy, search=search, spec=spec, seed=task.seed)
+        try:
+            state = await solve(task.q.question, ctx, task.skills_block or None)
+        except PolicyUnavailableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume
+            log.warning("%s: rollout failed: %s: %s", task.key, type(exc).__name__, exc)
+            return make_record(task, None, None, model=model, bank=bank,
+                               elapsed_s=time.perf_counter() - t0, error=f"{type(exc).__name__}: {exc}")
+        verdict = None
+        if state.get("status") != "search_error":
+            (verdict,) = await judge.judge_many([JudgeItem(task.q.question, state.get("final"), list(task.q.golds))])
+        res.computed += 1
+        return make_record(task, state, verdict, model=model, bank=bank,
+                           elapsed_s=time.perf_counter() - t0)
+
+    async def worker() -> None:
+        while res.aborted is None:
+            try:
+                task = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                rec = await one(task)
+            except PolicyUnavailableError as exc:
+                abort(f"the policy endpoint is down: {exc}")
+                return
+            store.append(rec)
+            if rec["status"] == "error":
+                res.errors += 1
+            if rec.get("judge_method") == "judge_unavailable":
+                res.judge_unavailable += 1
+            if on_record is not None:
+                on_record(rec)
+            if res.errors > max_errors:
+                abort(f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}")
+            elif res.judge_unavailable > max_errors:
+                abort(f"{res.judge_unavailable} LLM judgments failed (more than --max-errors {max_errors}): "
+                      "the judge is down or too slow (raise --judge-timeout)")
+
+    t0 = time.perf_counter()
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(tasks))))]
+    await asyncio.gather(*workers, return_exceptions=True)
+    for w in workers:  # a crash in the harness itself (not in a rollout) must not pass silently
+        if not w.cancelled() and w.exception() is not None:
+            raise w.exception()  # type: ignore[misc]
+    res.run_s = time.perf_counter() - t0
+    return res
+
+
+# ---- construction of the pieces --------------------------------------------------------------------------
+
+
+def open_memories(modes: Sequence[str], bank: Path | None, top_k: int,
+                  encoder: Any = None) -> tuple[dict[str, Any], dict | None, list]:
+    """SkillMemory per mode over one read-only bank; the bank's identity; its skills (for hygiene).
+
+    ``encoder`` defaults to the bank's own embedder (tests pass a fake one)."""
+    from sesa_graph.memory.bank import SkillBank
+    from sesa_graph.memory.config import MemoryConfig
+    from sesa_graph.memory.memory import SkillMemory
+    from sesa_graph.memory.snapshot import bank_dir, live_skills, read_state
+
+    memories: dict[str, Any] = {"off": SkillMemory(MemoryConfig(mode="off"), None, None)}
+    if bank is None:
+        return memories, None, []
+    path = bank_dir(bank)
+    state = read_state(path)
+    info = {"path": str(path.resolve()), "version": int(state["version"]), "n_skills": int(state["n_skills"]),
+            "embedder": state["embedder"]}
+    if not any(m != "off" for m in modes):
+        return memories, info, live_skills(path)
+    # 'static' = retrieval from the bank as it is; nothing is credited (we never call apply_outcomes)
+    cfg = MemoryConfig(mode="static", embedder=state["embedder"], top_k=top_k,
+                       chroma_host=state.get("chroma_host"))
+    sbank = SkillBank.open(path, cfg, encoder, read_only=True)
+    memories["on"] = SkillMemory(cfg, sbank, None)
+    memories["placebo"] = SkillMemory(cfg.model_copy(update={"mode": "placebo"}), sbank, None)
+    return memories, info, sbank.skills()
+
+
+def make_policy(cfg: PolicyConfig, tokenizer: str | None = None) -> Any:
+    """The solver policy a :class:`PolicyConfig` describes; an endpoint is probed first."""
+    if cfg.backend == "openai":
+        from sesa_graph.policy.openai_client import OpenAIPolicy
+
+        probe_endpoint(cfg.base_url or "", cfg.retries, what="policy endpoint")
+        key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "EMPTY"
+        if cfg.api_key_env and not key:
+            raise EvalError(f"environment variable {cfg.api_key_env} (--api-key-env) is not set")
+        return OpenAIPolicy(cfg.base_url or "", cfg.model, tokenizer=tokenizer, api_key=key, timeout_s=cfg.timeout_s,
+                            retries=cfg.retries)
+    from sesa_graph.policy.local import LocalPolicy
+
+    return LocalPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, max_batch_size=cfg.max_batch_size,
+                       batch_wait_ms=cfg.batch_wait_ms)
+
+
+def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> Judge:
+    """``none``: exact match only; ``policy``: the solver policy judges; ``openai``: an endpoint."""
+    if cfg.kind == "none":
+        return Judge(None)
+    if cfg.kind == "policy":
+        return Judge(policy, timeout_s=cfg.timeout_s)
+    from sesa_graph.policy.openai_client import OpenAIPolicy
+
+    probe_endpoint(cfg.base_url or "", 2, what="judge endpoint")
+    key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "EMPTY"
+    if cfg.api_key_env and not key:
+        raise EvalError(f"environment variable {cfg.api_key_env} (judge API key) is not set")
+    return Judge(OpenAIPolicy(cfg.base_url or "", cfg.model or "", tokenizer=tokenizer, api_key=key,
+                              timeout_s=cfg.timeout_s, retries=2), timeout_s=cfg.timeout_s)
+
+
+def probe_endpoint(base_url: str, retries: int, what: str) -> None:
+    """GET ``{base_url}/models`` with retries; an endpoint that never answers is an error at start."""
+    import httpx
+
+    url = base_url.rstrip("/") + "/models"
+    err = ""
+    for attempt in range(retries + 1):
+        try:
+            r = httpx.get(url, timeout=10.0)
+            if r.status_code < 500:
+                return
+            err = f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:
+            err = f"{type(exc).__name__}: {exc}"
+        if attempt < retries:
+            time.sleep(min(0.5 * 2**attempt, 8.0))
+    raise EvalError(f"{what} {base_url} does not answer ({url}: {err}) after {retries + 1} attempts; start it "
+                    "(e.g. `vllm serve MODEL` or `sesa policy serve`) or fix the URL")
+
+
+# ---- the whole eval --------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalOutcome:
+    settings: EvalSettings
+    run: RunResult
+    report: dict[str, Any]
+    out_dir: Path
+    setup_s: float
+
+
+def bank_ref(bank: Mapping[str, Any] | None) -> str | None:
+    return f"{bank['path']}@v{bank['version']}" if bank else None
+
+
+def check_bank(store: RecordStore, bank: Mapping[str, Any] | None, modes: Sequence[str], out_dir: Path) -> None:
+    """Cached records of modes on/placebo are reused only if they were made with this bank version."""
+    now = bank_ref(bank)
+    for rec in store.latest.values():
+        was = rec.get("bank")
+        if rec.get("mode") != "off" and rec.get("mode") in modes and was is not None and was != now:
+            raise EvalError(f"{out_dir} holds mode-{rec['mode']} records made with skill bank {was}; this eval uses "
+                            f"{now}. Use another --name, or --overwrite to discard those records")
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_settings_file(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> None:
+    """Records in ``out_dir`` are reused only if they were made with the same identity settings."""
+    settings_file = out_dir / SETTINGS
+    if overwrite:
+        for f in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON):
+            (out_dir / f).unlink(missing_ok=True)
+    if settings_file.exists() and (out_dir / RECORDS).exists():
+        old = _flat(json.loads(settings_file.read_text()).get("identity", {}))
+        new = _flat(json.loads(json.dumps(identity)))
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if diff:
+            lines = "\n".join(f"  {k}: was {json.dumps(old.get(k))}, now {json.dumps(new.get(k))}" for k in diff)
+            raise EvalError(f"{out_dir} holds records made with other settings:\n{lines}\n"
+                            "use another --name, or --overwrite to discard those records")
+
+
+async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = None, judge: Judge | None = None,
+                   encoder: Any = None, overwrite: bool = False, progress: Any = None,
+                   on_start: Callable[[dict[str, Any]], None] | None = None) -> EvalOutcome:
+    """Run an eval end to end: data, bank, hygiene, the rollouts (resuming), the report files.
+
+    ``policy``/``search``/``judge`` default to what ``settings`` describes (tests pass scripted ones).
+    ``progress`` is an optional :class:`graphs.eval_report.EvalProgress`.
+    """
+    from graphs.eval_report import build_report, write_report
+    from sesa_graph.memory.fsutil import write_json_atomic
+
+    t_setup = time.perf_counter()
+    data = load_datasets(settings.datasets, settings.data_dir, settings.limit)
+    memories, bank_info, skills = open_memories(settings.bank_modes, settings.bank, settings.top_k, encoder)
+    all_q = [q for qs in data.values() for q in qs]
+    hygiene = hygiene_report(all_q, settings.target_pool, skills if settings.bank is not None else None,
+                             bank_label=f"skill bank {bank_info['path']} v{bank_info['version']}" if bank_info else "")
+    out_dir = settings.out_dir
+    identity = settings.identity()
+    check_settings_file(out_dir, identity, overwrite)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = RecordStore(out_dir / RECORDS)
+    check_bank(store, bank_info, settings.bank_modes, out_dir)
+    tasks, cached, keys = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
+    if on_start is not None:
+        on_start({"datasets": {k: len(v) for k, v in data.items()}, "tasks": len(tasks), "cached": cached,
+                  "hygiene": hygiene, "bank": bank_info})
+    if search is None and any(t.rejudge is None for t in tasks):
+        from tools.backends import make_backend
+
+        search = make_backend(settings.search)
+    if policy is None and tasks:
+        policy = make_policy(settings.policy)
+    if judge is None:
+        judge = make_judge(settings.judge, policy)
+    write_json_atomic(out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")})
+    setup_s = time.perf_counter() - t_setup
+    if progress is not None:
+        progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
+    try:
+        run = await run_tasks(tasks, policy=policy, search=search, judge=judge, solver=settings.solver, store=store,
+                              concurrency=settings.concurrency, max_errors=settings.max_errors,
+                              bank=bank_info,
+                              on_record=progress.update if progress is not None else None)
+    finally:
+        if progress is not None:
+            progress.stop()
+    run.cached, run.keys = cached, keys
+    records = [store.latest[k] for k in keys if k in store.latest]
+    per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
+    report = build_report(records, settings=settings, datasets=list(data), hygiene=hygiene, bank=bank_info,
+                          timing={"setup_s": round(setup_s, 1), "run_s": round(run.run_s, 1),
+                                  "computed": run.computed, "rejudged": run.rejudged, "cached": sum(cached.values()),
+                                  "rollouts_per_minute": round(60 * run.computed / run.run_s, 2) if run.run_s else None,
+                                  "questions_per_minute": round(60 * run.computed / run.run_s / per_q, 2)
+                                  if run.run_s else None},
+                          aborted=run.aborted, planned=len(keys))
+    write_report(out_dir, report)
+    for mem in {id(m): m for m in memories.values()}.values():
+        if mem.bank is not None:
+            mem.bank.close()
+            break
+    return EvalOutcome(settings, run, report, out_dir, setup_s)

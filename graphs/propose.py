@@ -1,0 +1,89 @@
+"""The propose graph: target answer + hop count -> searches -> ``<question>`` -> validation.
+
+    START -> start -> agent --(search)--> search -> agent ... --(question / out of turns)--> validate -> END
+
+The proposer's state has no skills field and its prompts are built only from the target and hop count:
+the skill bank is the solver's alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from sesa_graph import prompts
+from sesa_graph.config import ProposerConfig
+from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
+from sesa_graph.nodes.proposer import validate
+from sesa_graph.policy import PolicyClient
+from sesa_graph.state import ProposeInput, ProposeState
+
+MAX_HOPS = 5
+
+
+@dataclass
+class ProposeContext(RolloutContext):
+    """Rollout context plus what validation needs."""
+
+    checks: ProposerConfig | None = None
+    judge: PolicyClient | None = None
+
+
+def proposer_messages(target: str, hops: int) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": prompts.PROPOSER_SYSTEM},
+        {"role": "user", "content": prompts.render_proposer_user(target, hops)},
+    ]
+
+
+async def start(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
+    target = (state.get("target") or "").strip()
+    hops = state.get("hops", 1)
+    if not target:
+        raise ValueError("the propose graph needs a non-empty 'target'")
+    if not isinstance(hops, int) or not 1 <= hops <= MAX_HOPS:
+        raise ValueError(f"hops must be an integer in 1..{MAX_HOPS}, got {hops!r}")
+    ids = runtime.context.policy.encode_messages(proposer_messages(target, hops))
+    return {**initial_state(ids), "target": target, "hops": hops}
+
+
+async def agent(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["search", "agent", "validate"]]:
+    update, route = await generate_turn(state, runtime.context)
+    return Command(update=update, goto="validate" if route == "end" else route)
+
+
+async def search(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["agent", "validate"]]:
+    update, route = await run_search(state, runtime.context)
+    return Command(update=update, goto="validate" if route == "end" else route)
+
+
+async def check(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    result = await validate(dict(state), ctx.checks or ProposerConfig(), ctx.judge, ctx.search, ctx.seed or 0)
+    return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
+
+
+def build_propose_graph():
+    g = StateGraph(ProposeState, context_schema=ProposeContext, input_schema=ProposeInput)
+    g.add_node("start", start)
+    g.add_node("agent", agent)
+    g.add_node("search", search)
+    g.add_node("validate", check)
+    g.add_edge(START, "start")
+    g.add_edge("start", "agent")
+    g.add_edge("validate", END)
+    return g.compile()
+
+
+graph = build_propose_graph()
+
+
+async def propose(target: str, hops: int, ctx: ProposeContext) -> ProposeState:
+    """Run one proposer rollout + validation and return its final state."""
+    return await graph.ainvoke(
+        {"target": target, "hops": hops}, context=ctx, config={"recursion_limit": 2 * ctx.spec.max_turns + 8}
+    )

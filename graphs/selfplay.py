@@ -1,0 +1,233 @@
+"""The self-play step graph: one (target, hops) item -> proposal -> G solver rollouts -> judge -> rewards.
+
+    START -> propose --(invalid)--> score -> END
+                     --(valid)----> skills --Send x G--> solve --> score -> END
+
+Each solver rollout is its own invocation of the solve graph (fanned out with ``Send``), so the G rollouts
+of a group never wait for each other turn by turn; the local policy micro-batches whatever is in flight.
+A step runs many items at once with ``abatch(max_concurrency=...)`` and no checkpointer: training
+rollouts are not resumed mid-step, the step is (see ``training``). Skills enter only through
+``SelfPlayContext.memory`` (anything with ``retrieve(questions)`` and ``render(skills)``); the proposer has
+no path to them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Sequence
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from graphs.propose import ProposeContext
+from graphs.propose import graph as propose_graph
+from graphs.solve import graph as solve_graph
+from graphs.solve import recursion_limit
+from sesa_graph import rewards
+from sesa_graph.config import RewardConfig
+from sesa_graph.nodes.agent_loop import RolloutContext
+from sesa_graph.nodes.judge import Judge
+from sesa_graph.state import SelfPlayItem
+from sesa_graph.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+
+class SkillSource(Protocol):
+    """What the self-play step needs of the skill memory (``sesa_graph.memory.SkillMemory``)."""
+
+    def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[Any]]: ...
+
+    def render(self, skills: Sequence[Any]) -> str: ...
+
+
+@dataclass
+class SelfPlayContext:
+    proposer: ProposeContext
+    solver: RolloutContext
+    judge: Judge
+    group_size: int = 5
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    memory: SkillSource | None = None
+
+
+async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    out = await propose_graph.ainvoke(
+        {"target": state["target"], "hops": state.get("hops", 1)},
+        context=ctx.proposer,
+        config={"recursion_limit": 2 * ctx.proposer.spec.max_turns + 8},
+    )
+    return {"proposal": dict(out)}
+
+
+def after_propose(state: SelfPlayItem) -> Literal["skills", "score"]:
+    return "skills" if state["proposal"].get("valid") else "score"
+
+
+async def skills(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+    memory = runtime.context.memory
+    if memory is None:
+        return {"skill_ids": [], "skills_block": None}
+    (hits,) = memory.retrieve([state["proposal"]["final"]])
+    return {"skill_ids": [s.id for s in hits], "skills_block": memory.render(hits) or None}
+
+
+def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send]:
+    question = state["proposal"]["final"]
+    return [
+        Send("solve", {"sample": i, "question": question, "skills_block": state.get("skills_block")})
+        for i in range(runtime.context.group_size)
+    ]
+
+
+async def solve(payload: dict[str, Any], runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+    ctx = runtime.context.solver
+    out = await solve_graph.ainvoke(
+        {"question": payload["question"], "skills_block": payload.get("skills_block")},
+        context=ctx,
+        config={"recursion_limit": recursion_limit(ctx.spec.max_turns)},
+    )
+    return {"rollouts": [{**dict(out), "sample": payload["sample"]}]}
+
+
+async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    proposal = state["proposal"]
+    rcfg = ctx.rewards
+    if not proposal.get("valid"):
+        return {"verdicts": [], "success_rate": None, "solver_rewards": [],
+                "proposer_reward": rcfg.format_penalty}
+    rollouts = sorted(state.get("rollouts", []), key=lambda r: r["sample"])
+    items = [(proposal["final"], r.get("final"), [state["target"]]) for r in rollouts]
+    verdicts = await ctx.judge.judge_many(items)
+    usable = [v for r, v in zip(rollouts, verdicts) if r["status"] != "search_error"]
+    p = rewards.success_rate(v.score for v in usable) if usable else None
+    reward = (
+        rewards.proposer_reward(p, rcfg.proposer, lam=rcfg.frontier_lambda, format_penalty=rcfg.format_penalty)
+        if p is not None else 0.0
+    )
+    return {
+        "rollouts": [],
+        "verdicts": [v.model_dump() for v in verdicts],
+        "success_rate": p,
+        "solver_rewards": [rewards.solver_reward(v) for v in verdicts],
+        "proposer_reward": reward,
+    }
+
+
+def build_selfplay_graph():
+    g = StateGraph(SelfPlayItem, context_schema=SelfPlayContext)
+    g.add_node("propose", propose)
+    g.add_node("skills", skills)
+    g.add_node("solve", solve)
+    g.add_node("score", score)
+    g.add_edge(START, "propose")
+    g.add_conditional_edges("propose", after_propose, ["skills", "score"])
+    g.add_conditional_edges("skills", fan_out, ["solve"])
+    g.add_edge("solve", "score")
+    g.add_edge("score", END)
+    return g.compile()
+
+
+graph = build_selfplay_graph()
+
+
+@dataclass
+class StepOutput:
+    """Everything one self-play step produced."""
+
+    items: list[dict[str, Any]]
+    proposer: list[Trajectory]
+    solver: list[Trajectory]
+    failures: list[dict[str, Any]]
+    """Failed, well-formed solver rollouts that searched (for the skill memory's queue)."""
+    outcomes: list[tuple[list[str], bool, str]]
+    """(retrieved skill ids, correct, status) per solver rollout (for the bank's counters)."""
+    metrics: dict[str, Any]
+
+
+async def run_step(
+    items: list[dict[str, Any]], ctx: SelfPlayContext, step: int = 0, run: str = "", max_concurrency: int = 8,
+    bank_version: int | None = None, policy_versions: tuple[int, int] = (0, 0),
+) -> StepOutput:
+    """Run the self-play graph over a batch of ``{"item_id", "target", "hops"}`` and collect records."""
+    for it in items:
+        if not str(it.get("target", "")).strip():
+            raise ValueError(f"self-play item {it.get('item_id')!r} has an empty target")
+    finals = await graph.abatch(
+        [dict(it, rollouts=[]) for it in items],
+        config={"max_concurrency": max_concurrency, "recursion_limit": 50},
+        context=ctx,
+    )
+    return collect(items, finals, step, run, bank_version, policy_versions, ctx.judge)
+
+
+def collect(
+    items: list[dict[str, Any]], finals: list[dict[str, Any]], step: int, run: str,
+    bank_version: int | None, policy_versions: tuple[int, int], judge: Judge,
+) -> StepOutput:
+    proposer, solver, failures, outcomes = [], [], [], []
+    reasons: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    for it, out in zip(items, finals):
+        qid = str(it.get("item_id", it["target"]))
+        prop = out["proposal"]
+        question = prop.get("final") or ""
+        proposer.append(Trajectory.from_state(
+            "proposer", prop, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:p", question=question,
+            target=it["target"], hops=it.get("hops", 1), valid=bool(prop.get("valid")),
+            invalid_reason=prop.get("invalid_reason"), reward=out["proposer_reward"],
+            success_rate=out.get("success_rate"), policy_version=policy_versions[0],
+        ))
+        if not prop.get("valid"):
+            reasons[prop.get("invalid_reason") or "unknown"] += 1
+            continue
+        for r, v, rew in zip(sorted(out["rollouts"], key=lambda r: r["sample"]), out["verdicts"], out["solver_rewards"]):
+            statuses[r["status"]] += 1
+            t = Trajectory.from_state(
+                "solver", r, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:s", sample=r["sample"],
+                question=question, target=it["target"], hops=it.get("hops", 1), skill_ids=out.get("skill_ids", []),
+                skill_bank_version=bank_version, verdict_json=_json(v), correct=v["correct"], reward=rew,
+                success_rate=out["success_rate"], trainable=r["status"] != "search_error",
+                policy_version=policy_versions[1],
+            )
+            solver.append(t)
+            outcomes.append((t.skill_ids, bool(v["correct"]), t.status))
+            if not v["correct"] and t.status == "answered" and t.n_searches > 0:
+                failures.append({
+                    "question": question, "answer": t.final, "golds": [it["target"]],
+                    "searches": [s["query"] for s in t.searches], "retrieved_skill_ids": t.skill_ids,
+                    "status": t.status, "correct": False, "step": step, "question_id": qid,
+                })
+    valid = [o for o in finals if o["proposal"].get("valid")]
+    rates = [o["success_rate"] for o in valid if o.get("success_rate") is not None]
+    metrics = {
+        "step": step,
+        "items": len(items),
+        "valid_proposals": len(valid),
+        "valid_rate": len(valid) / max(len(items), 1),
+        "invalid_reasons": dict(reasons),
+        "proposer_reward_mean": _mean([t.reward for t in proposer]),
+        "solver_reward_mean": _mean([t.reward for t in solver]),
+        "solver_success_rates": rates,
+        "frontier_groups": sum(1 for p in rates if 0 < p < 1),
+        "solver_status": dict(statuses),
+        "search_errors": statuses.get("search_error", 0),
+        "judge_unavailable": judge.unavailable_count,
+        "failures": len(failures),
+    }
+    return StepOutput(list(finals), proposer, solver, failures, outcomes, metrics)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj)

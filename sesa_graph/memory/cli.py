@@ -1,0 +1,218 @@
+"""``sesa bank``: inspect, diff, export and prime skill banks.
+
+    sesa bank show runs/tiny-cpu --top 20 --sort helpful
+    sesa bank diff 3 4 --bank runs/tiny-cpu          # or two snapshot files
+    sesa bank export runs/tiny-cpu -o final.yaml     # a priming file for another run (--format jsonl: all)
+    sesa bank mine runs/bootstrap -o priming.yaml --distiller openai:MODEL@http://127.0.0.1:8000/v1
+
+show, diff and export read the files a bank writes (``skills.jsonl``, snapshots, ``state.json``), never
+its Chroma store, so they are safe while a run is writing the bank. BANK is a bank directory or a run
+directory that holds ``memory/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+bank_app = typer.Typer(help="Inspect, diff, export and prime skill banks.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+BankArg = Annotated[Path, typer.Argument(help="Bank directory, or a run directory holding memory/.")]
+
+
+class SortKey(str, Enum):
+    helpful = "helpful"
+    hurt = "hurt"
+    retrieved = "retrieved"
+    score = "score"
+    created = "created"
+
+
+_SORT = {
+    "helpful": lambda s: (s.helpful, s.score),
+    "hurt": lambda s: (s.hurt, -s.score),
+    "retrieved": lambda s: (s.retrieved, s.score),
+    "score": lambda s: (s.score, s.helpful),
+    "created": lambda s: (s.created_step, s.id),
+}
+
+
+def _fail(msg: str) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(1)
+
+
+def _short(text: str, n: int = 70) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@bank_app.command("show")
+def show(
+    bank: BankArg,
+    top: Annotated[int, typer.Option("--top", "-n", help="How many skills to list (0: all).")] = 20,
+    sort: Annotated[SortKey, typer.Option(help="Order by this counter (score = helpful - hurt).")] = SortKey.helpful,
+) -> None:
+    """The bank's version, size, queue and statistics, and its top skills by a counter."""
+    from sesa_graph.memory.bank import QUEUE, BankError
+    from sesa_graph.memory.snapshot import bank_dir, live_skills, read_state
+
+    try:
+        path = bank_dir(bank)
+        state, skills = read_state(path), live_skills(path)
+        pending = len(json.loads((path / QUEUE).read_text())["entries"]) if (path / QUEUE).is_file() else 0
+    except (BankError, OSError, ValueError, KeyError) as exc:
+        _fail(str(exc))
+    seeds = sum(s.seed for s in skills)
+    console.print(f"[bold]{escape(str(path))}[/bold]  version {state['version']}  skills {len(skills)} ({seeds} "
+                  f"seeds)  tombstones {state.get('n_tombstones', 0)}  pending failures {pending}  "
+                  f"embedder {escape(state['embedder'])}")
+    if state.get("stats"):
+        console.print("stats: " + escape(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items()))))
+    skills.sort(key=_SORT[sort.value], reverse=True)
+    table = Table()
+    for col in ("id", "cat", "ret", "help", "hurt", "step"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for s in skills[: top or None]:
+        table.add_row(escape(s.id) + ("*" if s.seed else ""), s.category, str(s.retrieved), str(s.helpful),
+                      str(s.hurt), str(s.created_step), escape(_short(s.description)))
+    console.print(table)
+    console.print("* seed (permanent)")
+
+
+@bank_app.command("diff")
+def diff(
+    a: Annotated[str, typer.Argument(help="Earlier snapshot: a .jsonl path, or a version number with --bank.")],
+    b: Annotated[str, typer.Argument(help="Later snapshot: a .jsonl path, or a version number with --bank.")],
+    bank: Annotated[Path | None, typer.Option(help="Bank (or run) directory, for version numbers.")] = None,
+) -> None:
+    """Skills admitted and evicted, and counter changes, between two snapshots."""
+    from sesa_graph.memory.bank import BankError
+    from sesa_graph.memory.snapshot import diff_snapshots, read_skills, resolve_snapshot
+
+    try:
+        pa, pb = resolve_snapshot(a, bank), resolve_snapshot(b, bank)
+        d = diff_snapshots(read_skills(pa), read_skills(pb))
+    except (BankError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    console.print(f"{escape(pa.name)} -> {escape(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
+                  f"evicted, {len(d.changed)} with new counters")
+    for s in d.admitted:
+        console.print(f"[green]+ {escape(s.id)}[/green] ({s.category}) {escape(_short(s.description, 90))}")
+    for s in d.evicted:
+        console.print(f"[red]- {escape(s.id)}[/red] (ret {s.retrieved}, help {s.helpful}, hurt {s.hurt}) "
+                      f"{escape(_short(s.description, 80))}")
+    for old, new in d.changed:
+        console.print(f"~ {escape(new.id)}: retrieved {old.retrieved}->{new.retrieved}, helpful {old.helpful}->"
+                      f"{new.helpful}, hurt {old.hurt}->{new.hurt}")
+
+
+@bank_app.command("export")
+def export(
+    bank: BankArg,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="'yaml' (a priming file another run can load) or 'jsonl' "
+                                     "(every field and counter, for notebooks).")] = "yaml",
+    seeds: Annotated[bool, typer.Option(help="Include the seed skills (yaml; jsonl always has all).")] = False,
+) -> None:
+    """Write the current skills as a priming YAML or as JSONL."""
+    import yaml
+
+    from sesa_graph.memory.bank import BankError
+    from sesa_graph.memory.fsutil import write_jsonl_atomic
+    from sesa_graph.memory.skill import skill_file_data, write_skill_file
+    from sesa_graph.memory.snapshot import live_skills
+
+    if fmt not in ("yaml", "jsonl"):
+        _fail(f"--format must be yaml or jsonl, got {fmt!r}")
+    try:
+        skills = live_skills(bank)
+    except (BankError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    if fmt == "jsonl":
+        rows = [s.model_dump(mode="json") for s in skills]
+        if out:
+            write_jsonl_atomic(out, rows)
+        else:
+            for r in rows:
+                print(json.dumps(r, ensure_ascii=False))
+        return
+    chosen = [s for s in skills if seeds or not s.seed]
+    if out:
+        write_skill_file(out, chosen, source="mined", note=f"exported from {bank}")
+        console.print(f"wrote {len(chosen)} skills to {escape(str(out))}")
+    else:
+        print(yaml.safe_dump(skill_file_data(chosen, note=f"exported from {bank}"), sort_keys=False,
+                             allow_unicode=True, width=110), end="")
+
+
+def load_distiller(spec: str, api_key_env: str | None = None) -> Any:
+    """A distiller client from a spec: 'local' / 'local:MODEL' (in-process transformers policy),
+    'openai:MODEL@BASE_URL' (an OpenAI-compatible /v1/completions endpoint, e.g. vLLM), or
+    'package.module:factory' (a callable returning a PolicyClient or a langchain-core chat model)."""
+    if spec == "local" or spec.startswith("local:"):
+        from sesa_graph.policy.local import LocalPolicy
+
+        return LocalPolicy(spec.partition(":")[2] or "embedded")
+    if spec.startswith("openai:"):
+        model, _, url = spec[len("openai:"):].partition("@")
+        if not (model and url):
+            raise ValueError(f"distiller spec {spec!r}: expected openai:MODEL@BASE_URL")
+        key = "EMPTY"
+        if api_key_env:
+            key = os.environ.get(api_key_env) or ""
+            if not key:
+                raise ValueError(f"the distiller's API key variable {api_key_env} is not set")
+        from sesa_graph.policy.openai_client import OpenAIPolicy
+
+        return OpenAIPolicy(base_url=url, model=model, api_key=key)
+    module, sep, attr = spec.partition(":")
+    if not sep:
+        raise ValueError(f"distiller spec {spec!r}: use local, local:MODEL, openai:MODEL@URL or module:factory")
+    return getattr(importlib.import_module(module), attr)()
+
+
+@bank_app.command("mine")
+def mine_cmd(
+    run: Annotated[Path, typer.Argument(help="Run directory with failures.jsonl (or the JSONL file itself).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Priming YAML to write.")] = Path("priming.yaml"),
+    distiller: Annotated[str, typer.Option(help="local | local:MODEL | openai:MODEL@BASE_URL | "
+                                           "module:factory.")] = "local",
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable with the endpoint's API "
+                                                    "key.")] = None,
+    max_failures: Annotated[int, typer.Option("--max", help="Most failures to distil, highest priority "
+                                              "first.")] = 200,
+    against: Annotated[list[Path] | None, typer.Option(help="Other skill files the mined skills must not "
+                                                       "duplicate (the seeds always count).")] = None,
+    embedder: Annotated[str, typer.Option(help="Embedding model for deduplication (use the run's).")] = "embedded",
+) -> None:
+    """Mine candidate skills from a run's failures, deduplicate them, and write a priming file."""
+    from sesa_graph.memory.config import MemoryConfig
+    from sesa_graph.memory.mining import mine_run
+    from tools.encoder import Encoder
+
+    try:
+        client = load_distiller(distiller, api_key_env)
+    except (ValueError, ImportError, AttributeError) as exc:
+        _fail(str(exc))
+    try:
+        res = mine_run(run, out, client, Encoder(embedder), MemoryConfig(embedder=embedder),
+                       max_failures=max_failures, against_files=against or [])
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    console.print(escape(f"distilled {res.responses} failures ({len(res.errored)} distiller errors): "
+                         f"{len(res.admitted)} admitted, rejected {dict(res.rejected)}"))
+    if res.error:
+        console.print(f"[yellow]distiller error:[/yellow] {escape(res.error)}")
+    console.print(f"wrote {escape(str(out))}")

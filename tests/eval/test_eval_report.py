@@ -1,0 +1,134 @@
+"""Report aggregation (means, std over seeds, n per cell, errors left out) and `compare` flags."""
+
+import json
+import math
+
+import pytest
+
+from graphs.eval_report import (
+    CompareError,
+    aggregate,
+    build_report,
+    compare_reports,
+    fmt_cell,
+    render_comparison,
+    render_markdown,
+)
+from graphs.evaluate import EvalSettings
+
+
+def rec(ds, qid, mode="off", seed=None, score=0.0, em=None, f1=None, status="answered"):
+    return {"key": f"{ds}/{qid}/{mode}/{seed}", "dataset": ds, "id": qid, "mode": mode, "seed": seed,
+            "score": score, "em": score if em is None else em, "f1": score if f1 is None else f1, "status": status,
+            "judge_method": "exact", "turns": 2, "searches": 1, "skill_ids": []}
+
+
+def test_greedy_cells_and_unweighted_mean():
+    records = [rec("nq", i, score=float(i < 3)) for i in range(4)]  # 3 of 4 right: 75
+    records += [rec("bamboogle", i, score=float(i < 1)) for i in range(2)]  # 1 of 2: 50
+    agg = aggregate(records, ["nq", "bamboogle"], ["off"], "score")["off"]
+    assert agg["nq"] == {"mean": 75.0, "std": None, "n": 4, "n_max": 4, "seeds": 1, "errors": 0}
+    assert agg["bamboogle"]["mean"] == 50.0
+    # unweighted over datasets (62.5), not pooled over questions (4/6 = 66.7)
+    assert agg["mean"]["mean"] == 62.5 and agg["mean"]["n"] == 6
+
+
+def test_seeds_mean_and_sample_std():
+    # seed 0: 2/2, seed 1: 1/2, seed 2: 0/2 -> per-seed 100, 50, 0 -> mean 50, sample std 50
+    records = [rec("nq", q, seed=s, score=float(q < 2 - s)) for s in range(3) for q in range(2)]
+    cell = aggregate(records, ["nq"], ["off"], "score")["off"]["nq"]
+    assert cell["mean"] == pytest.approx(50.0)
+    assert cell["std"] == pytest.approx(50.0)
+    assert (cell["n"], cell["seeds"]) == (2, 3)
+    assert fmt_cell(cell) == "50.0 ± 50.0 (2×3)"
+
+
+def test_mean_column_is_per_seed_then_across_seeds():
+    # dataset a: seeds 100, 0; dataset b: seeds 0, 100 -> per-seed means 50, 50 -> std 0
+    records = [rec("a", 1, seed=0, score=1.0), rec("a", 1, seed=1, score=0.0),
+               rec("b", 1, seed=0, score=0.0), rec("b", 1, seed=1, score=1.0)]
+    row = aggregate(records, ["a", "b"], ["off"], "score")["off"]
+    assert row["a"]["std"] == pytest.approx(math.sqrt(5000))
+    assert row["mean"]["mean"] == 50.0 and row["mean"]["std"] == 0.0
+
+
+def test_errors_are_not_scores():
+    records = [rec("nq", 1, score=1.0), rec("nq", 2, status="error"), rec("nq", 3, score=0.0)]
+    cell = aggregate(records, ["nq"], ["off"], "score")["off"]["nq"]
+    assert (cell["mean"], cell["n"], cell["errors"]) == (50.0, 2, 1)
+
+
+def test_metrics_kept_apart_and_empty_cells():
+    records = [rec("nq", 1, mode="on", score=1.0, em=0.0, f1=0.5)]  # an LLM-judged hit: score 1, EM 0
+    s = EvalSettings(name="x", bank_modes=["off", "on"], bank="b")
+    report = build_report(records, settings=s, datasets=["nq"], planned=2)
+    m = report["metrics"]
+    assert (m["judge"]["on"]["nq"]["mean"], m["em"]["on"]["nq"]["mean"], m["f1"]["on"]["nq"]["mean"]) == (100, 0, 50)
+    assert m["judge"]["off"]["nq"]["mean"] is None and fmt_cell(m["judge"]["off"]["nq"]) == "–"
+    assert not report["complete"]
+    md = render_markdown(report)
+    assert "INCOMPLETE: 1 of 2" in md
+    assert "| on | 100.0 (1) | 100.0 (1) |" in md  # judge table: dataset cell and mean, each with n
+    assert "## Exact match" in md and "## Token F1" in md and "## Diagnostics" in md
+
+
+def _write_report(tmp_path, name, cells, modes=("off",), std=None, n=100):
+    datasets = list(cells)
+    metrics = {}
+    for metric in ("judge", "em", "f1"):
+        metrics[metric] = {}
+        for mode in modes:
+            row = {ds: {"mean": v, "std": std, "n": n, "seeds": 3 if std is not None else 1}
+                   for ds, v in cells.items()}
+            row["mean"] = {"mean": sum(cells.values()) / len(cells), "std": std, "n": n * len(cells), "seeds": 1}
+            metrics[metric][mode] = row
+    d = tmp_path / name
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({"datasets": datasets, "modes": list(modes), "metrics": metrics}))
+    return d
+
+
+def test_compare_flags_regressions(tmp_path):
+    a = _write_report(tmp_path, "a", {"nq": 40.0, "hotpotqa": 30.0, "bamboogle": 20.0})
+    b = _write_report(tmp_path, "b", {"nq": 42.0, "hotpotqa": 30.0, "bamboogle": 12.0})
+    (c,) = compare_reports(a, b)
+    deltas = {r.dataset: r.delta for r in c.rows}
+    assert deltas == {"nq": 2.0, "hotpotqa": 0.0, "bamboogle": -8.0, "mean": pytest.approx(-2.0)}
+    assert c.regressions == ["bamboogle", "mean"]  # equal is not a regression
+    text = render_comparison(c)
+    assert "| Bamboogle | 20.0 (100) | 12.0 (100) | -8.0 | ▼ regression |" in text
+    assert "B is below A on: Bamboogle" in text
+
+
+def test_compare_tolerance_and_seed_noise(tmp_path):
+    a = _write_report(tmp_path, "a", {"nq": 40.0, "bamboogle": 20.0}, std=2.0)
+    b = _write_report(tmp_path, "b", {"nq": 39.0, "bamboogle": 12.0}, std=2.0)
+    (c,) = compare_reports(a, b)
+    rows = {r.dataset: r for r in c.rows}
+    assert rows["nq"].regression and rows["nq"].within_noise  # -1 within hypot(2, 2)
+    assert rows["bamboogle"].regression and not rows["bamboogle"].within_noise
+    (c,) = compare_reports(a, b, tolerance=1.5)
+    assert c.regressions == ["bamboogle", "mean"]
+
+
+def test_compare_modes_within_one_eval(tmp_path):
+    a = _write_report(tmp_path, "run", {"nq": 40.0}, modes=("off", "on"))
+    (c,) = compare_reports(f"{a}:off", f"{a}:on")
+    assert c.a_label.endswith(":off") and c.rows[0].delta == 0.0
+    with pytest.raises(CompareError, match="mode 'placebo' is not in that eval"):
+        compare_reports(f"{a}:off", f"{a}:placebo")
+
+
+def test_compare_notes_different_n_and_datasets(tmp_path):
+    a = _write_report(tmp_path, "a", {"nq": 40.0}, n=100)
+    b = _write_report(tmp_path, "b", {"nq": 40.0, "popqa": 10.0}, n=20)
+    (c,) = compare_reports(a, b)
+    rows = {r.dataset: r for r in c.rows}
+    assert "n differs (100 vs 20)" in rows["nq"].note
+    assert rows["popqa"].delta is None and "only in one eval" in rows["popqa"].note
+    assert "different datasets" in rows["mean"].note
+
+
+def test_compare_missing_report(tmp_path):
+    with pytest.raises(CompareError, match="no report.json"):
+        compare_reports(tmp_path / "nope", tmp_path / "nope2")

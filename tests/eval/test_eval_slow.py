@@ -1,0 +1,35 @@
+"""A real eval: 2 Bamboogle questions, the embedded SmolLM2 policy, BM25 over the embedded corpus, EM only."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BENCHMARKS
+from graphs.evaluate import EvalSettings, evaluate
+from sesa_graph.config import JudgeConfig, SolverConfig
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_real_eval_two_bamboogle_questions(tmp_path):
+    if not Path(BENCHMARKS, "bamboogle.jsonl").is_file():
+        pytest.skip("shared benchmark samples not present")
+    s = EvalSettings(name="slow", out_root=tmp_path / "evals", data_dir=BENCHMARKS, datasets=["bamboogle"], limit=2,
+                     judge=JudgeConfig(kind="none"), solver=SolverConfig(max_turns=2, max_tokens_per_turn=64),
+                     concurrency=2)
+    out = await evaluate(s)
+    recs = [json.loads(line) for line in (out.out_dir / "records.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in sorted(recs, key=lambda r: r["id"])] == ["test_108", "test_49"]
+    for r in recs:
+        assert r["status"] in ("answered", "malformed", "max_turns")
+        assert r["golds"] and r["judge_method"] in ("exact", "none")
+        assert 1 <= r["turns"] <= 3 and r["model"] == "embedded"  # 2 turns + the final no-search turn
+        assert 0.0 <= r["em"] <= r["f1"] <= 1.0 or r["em"] == 1.0
+    rep = json.loads((out.out_dir / "report.json").read_text())
+    assert rep["complete"] and rep["metrics"]["judge"]["off"]["bamboogle"]["n"] == 2
+    assert rep["timing"]["computed"] == 2 and rep["timing"]["questions_per_minute"] > 0
+    md = (out.out_dir / "report.md").read_text()
+    assert "| bank mode | Bamboogle | Mean |" in md and "(2)" in md
+    again = await evaluate(s)  # everything cached: nothing recomputed
+    assert again.run.computed == 0 and again.report["timing"]["cached"] == 2
