@@ -20,8 +20,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tools.bm25 import BM25Backend  # noqa: E402
-from tools.corpus import load_embedded_corpus  # noqa: E402
+from tools.bm25 import BM25Backend
+from tools.corpus import load_embedded_corpus
 
 
 def percentiles_ms(seconds: list[float]) -> str:
@@ -60,7 +60,9 @@ def main() -> None:
 
         faiss.omp_set_num_threads(args.threads)
         torch.set_num_threads(args.threads)
-    print(f"threads: {args.threads or 'library defaults'} (cpu count {os.cpu_count()}, load avg {os.getloadavg()[0]:.1f})")
+    print(
+        f"threads: {args.threads or 'library defaults'} (cpu count {os.cpu_count()}, load avg {os.getloadavg()[0]:.1f})"
+    )
 
     docs = load_embedded_corpus()
     sample = random.Random(args.seed).sample(docs, args.n)
@@ -76,7 +78,9 @@ def main() -> None:
     print(f"BM25 latency per query (1 query per call): {percentiles_ms(times)}")
     t = time.perf_counter()
     bm25.search(queries, k=3)
-    print(f"BM25 batched ({len(queries)} queries in one call): {(time.perf_counter() - t) / len(queries) * 1000:.3f} ms/query")
+    print(
+        f"BM25 batched ({len(queries)} queries in one call): {(time.perf_counter() - t) / len(queries) * 1000:.3f} ms/query"
+    )
     print(f"BM25 top-3 hit rate: {hit_rate(results, targets):.3f}")
 
     if args.skip_dense:
@@ -86,7 +90,9 @@ def main() -> None:
     t = time.perf_counter()
     dense = DenseBackend.from_corpus("embedded")
     how = "loaded from cache" if dense.loaded_from_cache else "encoded"
-    print(f"dense ({dense.encoder.model_name}, dim {dense.index.d}) doc embeddings {how}: {time.perf_counter() - t:.2f} s")
+    print(
+        f"dense ({dense.encoder.model_name}, dim {dense.index.d}) doc embeddings {how}: {time.perf_counter() - t:.2f} s"
+    )
     dense.search(queries[:10])  # warm-up
     vecs = dense.encoder.encode_queries(queries)
     _, times = timed_each(lambda v: dense.search_vectors(v[None, :], k=3)[0], vecs)

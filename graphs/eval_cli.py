@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -61,8 +61,14 @@ class EvalProgress:
     """A rich progress bar per dataset (done / total, elapsed, ETA) with running judge scores per mode."""
 
     def __init__(self, console: Console, enabled: bool = True) -> None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.progress = Progress(
             TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -206,43 +212,43 @@ def print_report(report: dict) -> None:
 @eval_app.callback()
 def eval_main(
     ctx: typer.Context,
-    data_dir: Annotated[Optional[Path], typer.Option(help=_h(_E, "data_dir"))] = None,
-    datasets: Annotated[Optional[str], typer.Option(help=_h(_E, "datasets"))] = None,
-    limit: Annotated[Optional[int], typer.Option(help=_h(_E, "limit"))] = None,
-    model: Annotated[Optional[str], typer.Option(help=_h(_P, "model", " With --base-url: the model name the "
+    data_dir: Annotated[Path | None, typer.Option(help=_h(_E, "data_dir"))] = None,
+    datasets: Annotated[str | None, typer.Option(help=_h(_E, "datasets"))] = None,
+    limit: Annotated[int | None, typer.Option(help=_h(_E, "limit"))] = None,
+    model: Annotated[str | None, typer.Option(help=_h(_P, "model", " With --base-url: the model name the "
                                                            "endpoint serves."))] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint of the solver (e.g. "
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the solver (e.g. "
                                                     "`vllm serve`, http://127.0.0.1:8000/v1); default: run "
                                                     "--model in-process.")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="With --base-url: local tokenizer (HF id or path) "
+    tokenizer: Annotated[str | None, typer.Option(help="With --base-url: local tokenizer (HF id or path) "
                                                      "when --model is not one.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option(help=_h(_P, "api_key_env"))] = None,
-    retries: Annotated[Optional[int], typer.Option(help=_h(_P, "retries"))] = None,
-    device: Annotated[Optional[str], typer.Option(help=_h(_P, "device"))] = None,
-    dtype: Annotated[Optional[str], typer.Option(help=_h(_P, "dtype"))] = None,
-    max_batch_size: Annotated[Optional[int], typer.Option(help=_h(_P, "max_batch_size"))] = None,
-    search_backend: Annotated[Optional[str], typer.Option(help=_h(_S, "backend"))] = None,
-    corpus: Annotated[Optional[str], typer.Option(help=_h(_S, "corpus"))] = None,
-    search_url: Annotated[Optional[str], typer.Option(help=_h(_S, "url"))] = None,
-    dense_model: Annotated[Optional[str], typer.Option(help=_h(_S, "dense_model"))] = None,
-    search_k: Annotated[Optional[int], typer.Option(help=_h(_V, "search_k"))] = None,
-    max_turns: Annotated[Optional[int], typer.Option(help=_h(_V, "max_turns"))] = None,
-    bank_modes: Annotated[Optional[str], typer.Option(help=_h(_E, "bank_modes"))] = None,
-    bank: Annotated[Optional[Path], typer.Option(help=_h(_E, "bank"))] = None,
-    top_k: Annotated[Optional[int], typer.Option(help=_h(_E, "top_k"))] = None,
-    judge: Annotated[Optional[str], typer.Option(help="'none' (exact match only), 'policy' (the solver model "
+    api_key_env: Annotated[str | None, typer.Option(help=_h(_P, "api_key_env"))] = None,
+    retries: Annotated[int | None, typer.Option(help=_h(_P, "retries"))] = None,
+    device: Annotated[str | None, typer.Option(help=_h(_P, "device"))] = None,
+    dtype: Annotated[str | None, typer.Option(help=_h(_P, "dtype"))] = None,
+    max_batch_size: Annotated[int | None, typer.Option(help=_h(_P, "max_batch_size"))] = None,
+    search_backend: Annotated[str | None, typer.Option(help=_h(_S, "backend"))] = None,
+    corpus: Annotated[str | None, typer.Option(help=_h(_S, "corpus"))] = None,
+    search_url: Annotated[str | None, typer.Option(help=_h(_S, "url"))] = None,
+    dense_model: Annotated[str | None, typer.Option(help=_h(_S, "dense_model"))] = None,
+    search_k: Annotated[int | None, typer.Option(help=_h(_V, "search_k"))] = None,
+    max_turns: Annotated[int | None, typer.Option(help=_h(_V, "max_turns"))] = None,
+    bank_modes: Annotated[str | None, typer.Option(help=_h(_E, "bank_modes"))] = None,
+    bank: Annotated[Path | None, typer.Option(help=_h(_E, "bank"))] = None,
+    top_k: Annotated[int | None, typer.Option(help=_h(_E, "top_k"))] = None,
+    judge: Annotated[str | None, typer.Option(help="'none' (exact match only), 'policy' (the solver model "
                                                  "judges a miss) or an OpenAI-compatible endpoint URL "
                                                  "(with --judge-model). Default: the run config's judge "
                                                  "(policy).")] = None,
-    judge_model: Annotated[Optional[str], typer.Option(help=_h(_J, "model"))] = None,
-    judge_timeout: Annotated[Optional[float], typer.Option(help=_h(_J, "timeout_s"))] = None,
-    seeds: Annotated[Optional[int], typer.Option(help=_h(_E, "seeds"))] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help=_h(_E, "concurrency"))] = None,
-    max_errors: Annotated[Optional[int], typer.Option(help=_h(_E, "max_errors"))] = None,
-    target_pool: Annotated[Optional[list[Path]], typer.Option(help=_h(_E, "target_pool"))] = None,
-    name: Annotated[Optional[str], typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
-    out_root: Annotated[Optional[Path], typer.Option(help=_h(_E, "out_root"))] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Run config YAML whose solver_policy, "
+    judge_model: Annotated[str | None, typer.Option(help=_h(_J, "model"))] = None,
+    judge_timeout: Annotated[float | None, typer.Option(help=_h(_J, "timeout_s"))] = None,
+    seeds: Annotated[int | None, typer.Option(help=_h(_E, "seeds"))] = None,
+    concurrency: Annotated[int | None, typer.Option(help=_h(_E, "concurrency"))] = None,
+    max_errors: Annotated[int | None, typer.Option(help=_h(_E, "max_errors"))] = None,
+    target_pool: Annotated[list[Path] | None, typer.Option(help=_h(_E, "target_pool"))] = None,
+    name: Annotated[str | None, typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
+    out_root: Annotated[Path | None, typer.Option(help=_h(_E, "out_root"))] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML whose solver_policy, "
                                                    "search, solver and judge sections are the defaults.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard the records of an earlier eval of this name.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
@@ -295,6 +301,10 @@ def eval_main(
     except (DatasetError, EvalError, BankError, MissingAssetError, FileNotFoundError) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2 if isinstance(exc, DatasetError) else 1) from None
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted[/]: finished questions are kept in {settings.out_dir}/records.jsonl; "
+                          "rerun the same command to resume")
+        raise typer.Exit(130) from None
     report = outcome.report
     print_report(report)
     t = report["timing"]

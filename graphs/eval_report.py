@@ -199,8 +199,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     t = report.get("timing") or {}
     if t:
         lines += ["## Timing", "",
-                  f"- this invocation: {t.get('computed', 0)} rollouts computed, {t.get('rejudged', 0)} re-judged, "
-                  f"{t.get('cached', 0)} from cache",
+                  (f"- this invocation: {t.get('computed', 0)} rollouts computed, {t.get('rejudged', 0)} re-judged, "
+                  f"{t.get('cached', 0)} from cache"),
                   f"- setup {t.get('setup_s')} s, rollouts {t.get('run_s')} s"
                   + (f", {t['rollouts_per_minute']} rollouts/minute = {t['questions_per_minute']} questions/minute "
                      "in every mode and seed" if t.get("rollouts_per_minute") else ""), ""]
@@ -224,8 +224,8 @@ def hygiene_lines(h: Mapping[str, Any] | None) -> list[str]:
     if not h:
         return []
     verdict = "clean" if h["clean"] else "**EVAL QUESTIONS FOUND in training/bank text**"
-    lines = ["## Data hygiene", "", f"{h['questions']} eval questions checked: {verdict}. A hit is a question "
-             "found as an exact substring, or as whole words after normalization.", ""]
+    lines = ["## Data hygiene", "", (f"{h['questions']} eval questions checked: {verdict}. A hit is a question "
+             "found as an exact substring, or as whole words after normalization."), ""]
     for s in h["sections"]:
         lines.append(f"- {s['source']}: {s['texts']} texts; {s['exact']} exact, {s['normalized']} normalized hits")
         for hit in s["hits"][:5]:

@@ -90,7 +90,7 @@ class EvalSettings(BaseModel):
     judge: JudgeConfig = Field(default_factory=lambda: JudgeConfig(kind="none"), description="Answer scoring.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "EvalSettings":
+    def _consistent(self) -> EvalSettings:
         if not self.bank_modes:
             raise ValueError("--bank-modes is empty; choose from off, on, placebo")
         if len(set(self.bank_modes)) != len(self.bank_modes):
@@ -291,9 +291,13 @@ class RunResult:
 
 async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: Judge, solver: SolverConfig,
                     store: RecordStore, concurrency: int, max_errors: int, bank: Mapping[str, Any] | None = None,
-                    on_record: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-    """Run ``tasks`` with up to ``concurrency`` in flight; append each record as it finishes."""
-    res = RunResult(planned=len(tasks), cached={})
+                    on_record: Callable[[dict[str, Any]], None] | None = None,
+                    result: RunResult | None = None) -> RunResult:
+    """Run ``tasks`` with up to ``concurrency`` in flight; append each record as it finishes.
+
+    Counts go to ``result`` (a new :class:`RunResult` by default), which is up to date even when the
+    caller is cancelled midway."""
+    res = result if result is not None else RunResult(planned=len(tasks), cached={})
     queue: asyncio.Queue[Task] = asyncio.Queue()
     for t in tasks:
         queue.put_nowait(t)
@@ -531,39 +535,42 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     if on_start is not None:
         on_start({"datasets": {k: len(v) for k, v in data.items()}, "tasks": len(tasks), "cached": cached,
                   "hygiene": hygiene, "bank": bank_info})
+    need_policy = any(t.rejudge is None for t in tasks) or (bool(tasks) and settings.judge.kind == "policy")
     if search is None and any(t.rejudge is None for t in tasks):
         from tools.backends import make_backend
 
         search = make_backend(settings.search)
-    if policy is None and tasks:
+    if policy is None and need_policy:
         policy = make_policy(settings.policy)
     if judge is None:
         judge = make_judge(settings.judge, policy)
     write_json_atomic(out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")})
     setup_s = time.perf_counter() - t_setup
+    run = RunResult(planned=len(tasks), cached=cached, keys=keys)
     if progress is not None:
         progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
+    t_run = time.perf_counter()
     try:
-        run = await run_tasks(tasks, policy=policy, search=search, judge=judge, solver=settings.solver, store=store,
-                              concurrency=settings.concurrency, max_errors=settings.max_errors,
-                              bank=bank_info,
-                              on_record=progress.update if progress is not None else None)
+        await run_tasks(tasks, policy=policy, search=search, judge=judge, solver=settings.solver, store=store,
+                        concurrency=settings.concurrency, max_errors=settings.max_errors, bank=bank_info,
+                        on_record=progress.update if progress is not None else None, result=run)
+    except asyncio.CancelledError:  # Ctrl-C: the records are on disk; leave a report that says so
+        run.aborted = "interrupted"
+        raise
     finally:
+        run.run_s = run.run_s or time.perf_counter() - t_run
         if progress is not None:
             progress.stop()
-    run.cached, run.keys = cached, keys
-    records = [store.latest[k] for k in keys if k in store.latest]
-    per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
-    report = build_report(records, settings=settings, datasets=list(data), hygiene=hygiene, bank=bank_info,
-                          timing={"setup_s": round(setup_s, 1), "run_s": round(run.run_s, 1),
-                                  "computed": run.computed, "rejudged": run.rejudged, "cached": sum(cached.values()),
-                                  "rollouts_per_minute": round(60 * run.computed / run.run_s, 2) if run.run_s else None,
-                                  "questions_per_minute": round(60 * run.computed / run.run_s / per_q, 2)
-                                  if run.run_s else None},
-                          aborted=run.aborted, planned=len(keys))
-    write_report(out_dir, report)
-    for mem in {id(m): m for m in memories.values()}.values():
-        if mem.bank is not None:
-            mem.bank.close()
-            break
+        records = [store.latest[k] for k in keys if k in store.latest]
+        per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
+        rate = 60 * run.computed / run.run_s if run.run_s else None
+        timing = {"setup_s": round(setup_s, 1), "run_s": round(run.run_s, 1), "computed": run.computed,
+                  "rejudged": run.rejudged, "cached": sum(cached.values()),
+                  "rollouts_per_minute": round(rate, 2) if rate is not None else None,
+                  "questions_per_minute": round(rate / per_q, 2) if rate is not None else None}
+        report = build_report(records, settings=settings, datasets=list(data), hygiene=hygiene, bank=bank_info,
+                              timing=timing, aborted=run.aborted, planned=len(keys))
+        write_report(out_dir, report)
+        if "on" in memories:  # 'on' and 'placebo' share one read-only bank
+            memories["on"].bank.close()
     return EvalOutcome(settings, run, report, out_dir, setup_s)

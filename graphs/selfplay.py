@@ -56,6 +56,8 @@ class SelfPlayContext:
 
 async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     ctx = runtime.context
+    if state.get("reuse_question"):  # a question from an earlier step refills the solver batch: no proposal
+        return {"proposal": {"final": state["reuse_question"], "valid": True, "reused": True}}
     out = await propose_graph.ainvoke(
         {"target": state["target"], "hops": state.get("hops", 1)},
         context=ctx.proposer,
@@ -177,12 +179,14 @@ def collect(
         qid = str(it.get("item_id", it["target"]))
         prop = out["proposal"]
         question = prop.get("final") or ""
-        proposer.append(Trajectory.from_state(
-            "proposer", prop, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:p", question=question,
-            target=it["target"], hops=it.get("hops", 1), valid=bool(prop.get("valid")),
-            invalid_reason=prop.get("invalid_reason"), reward=out["proposer_reward"],
-            success_rate=out.get("success_rate"), policy_version=policy_versions[0],
-        ))
+        reused = bool(prop.get("reused"))
+        if not reused:
+                proposer.append(Trajectory.from_state(
+                "proposer", prop, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:p", question=question,
+                target=it["target"], hops=it.get("hops", 1), valid=bool(prop.get("valid")),
+                invalid_reason=prop.get("invalid_reason"), reward=out["proposer_reward"],
+                success_rate=out.get("success_rate"), policy_version=policy_versions[0],
+            ))
         if not prop.get("valid"):
             reasons[prop.get("invalid_reason") or "unknown"] += 1
             continue
@@ -193,7 +197,7 @@ def collect(
                 question=question, target=it["target"], hops=it.get("hops", 1), skill_ids=out.get("skill_ids", []),
                 skill_bank_version=bank_version, verdict_json=_json(v), correct=v["correct"], reward=rew,
                 success_rate=out["success_rate"], trainable=r["status"] != "search_error",
-                policy_version=policy_versions[1],
+                reused=reused, policy_version=policy_versions[1],
             )
             solver.append(t)
             outcomes.append((t.skill_ids, bool(v["correct"]), t.status))
@@ -203,13 +207,14 @@ def collect(
                     "searches": [s["query"] for s in t.searches], "retrieved_skill_ids": t.skill_ids,
                     "status": t.status, "correct": False, "step": step, "question_id": qid,
                 })
-    valid = [o for o in finals if o["proposal"].get("valid")]
+    valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]
     rates = [o["success_rate"] for o in valid if o.get("success_rate") is not None]
     metrics = {
         "step": step,
-        "items": len(items),
+        "items": sum(1 for o in finals if not o["proposal"].get("reused")),
         "valid_proposals": len(valid),
-        "valid_rate": len(valid) / max(len(items), 1),
+        "valid_rate": len(valid) / max(len(proposer), 1),
+        "reused_groups": sum(1 for o in finals if o["proposal"].get("reused")),
         "invalid_reasons": dict(reasons),
         "proposer_reward_mean": _mean([t.reward for t in proposer]),
         "solver_reward_mean": _mean([t.reward for t in solver]),

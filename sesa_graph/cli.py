@@ -67,6 +67,129 @@ def policy_serve(
     serve_app(build_app(policy), host, port)
 
 
+def _overrides(pairs: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise typer.BadParameter(f"--set expects KEY=VALUE (dotted key), got {pair!r}")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+@app.command()
+def train(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config (default: configs/tiny-cpu.yaml, "
+                                          "the embedded CPU default)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue runs/NAME from its first uncommitted step."),
+    name: Optional[str] = typer.Option(None, help="Run name (outputs in runs/<name>/)."),
+    steps: Optional[int] = typer.Option(None, help="Number of self-play steps."),
+    bank: Optional[str] = typer.Option(None, help="Skill memory: on (SESA) | off (the SSP baseline) | static (no "
+                                       "distillation) | placebo (unrelated skills of the same length)."),
+    no_priming: bool = typer.Option(False, "--no-priming", help="Start the bank from the seed skills only."),
+    proposer_reward: Optional[str] = typer.Option(None, help="frontier | 1-p | intermediate."),
+    report_to: Optional[str] = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
+    set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
+    verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
+) -> None:
+    """Self-play training: proposer + solver GRPO (TRL) with the skill bank, on the config's policies.
+
+    With no arguments: the embedded default on CPU (SmolLM2-135M format-warmed, BM25 over the embedded
+    Wikipedia summaries, MiniLM skill memory), a few steps with a scaled-down consolidation cadence.
+    """
+    from sesa_graph.config import load_config
+    from training.launch import train as run_train
+
+    _setup_logging(verbose)
+    ov = _overrides(set_)
+    for key, val in (("name", name), ("train.steps", steps), ("memory.mode", bank), ("train.report_to", report_to)):
+        if val is not None:
+            ov[key] = val
+    if proposer_reward is not None:
+        ov["rewards.proposer"] = {"1-p": "one_minus_p"}.get(proposer_reward, proposer_reward)
+    if no_priming:
+        ov["memory.priming_files"] = []
+    cfg = load_config(config, ov) if resume is None else None
+    run_train(cfg, runs_dir=runs_dir, resume=resume)  # type: ignore[arg-type]
+
+
+def _rollout_parts(model: str, max_turns: int, corpus: str):
+    from sesa_graph.config import PolicyConfig, SearchConfig, SolverConfig
+    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from tools.backends import make_backend
+    from training.orchestrator import make_policy
+
+    policy = make_policy(PolicyConfig(model=model))
+    search = make_backend(SearchConfig(corpus=corpus))
+    return policy, search, RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True))
+
+
+def _print_trace(state: dict, title: str) -> None:
+    from rich.panel import Panel
+
+    searches = iter(state.get("searches", []))
+    for i, turn in enumerate(state.get("turns", []), 1):
+        console.print(Panel(turn["text"] or "(empty)", title=f"turn {i}: {turn['kind']}"
+                            + (f" ({turn['reason']})" if turn.get("reason") else ""), expand=False))
+        if turn["kind"] == "search":
+            s = next(searches, None)
+            if s:
+                for j, d in enumerate(s["docs"], 1):
+                    console.print(f"   [dim]Doc {j} ({d['title']}) {d['text'][:160]}[/]")
+    console.print(f"[bold]{title}[/]: {state.get('final')!r}  status={state.get('status')}  turns={state.get('n_turns')}")
+
+
+@app.command()
+def rollout(
+    question: str = typer.Argument(..., help="The question to answer."),
+    gold: list[str] = typer.Option([], "--gold", help="Gold answer(s): prints the judge verdict."),
+    model: str = typer.Option("embedded-warm", help="Solver model: embedded-warm | embedded | HF id | path."),
+    max_turns: int = typer.Option(4, help="Most assistant turns."),
+    corpus: str = typer.Option("embedded", help="Corpus for BM25: 'embedded' or a wiki-18-style JSONL path."),
+) -> None:
+    """Run one greedy solver rollout and print the trace: turns, searches, documents, answer, verdict."""
+    import asyncio
+
+    from graphs.solve import solve
+    from sesa_graph.nodes.judge import Judge
+
+    if not question.strip():
+        raise typer.BadParameter("the question is empty")
+    _, _, ctx = _rollout_parts(model, max_turns, corpus)
+    state = asyncio.run(solve(question, ctx))
+    _print_trace(state, "answer")
+    if gold:
+        v = asyncio.run(Judge(None).judge(question, state.get("final"), gold))
+        console.print(f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})")
+
+
+@app.command()
+def propose(
+    target: str = typer.Argument(..., help="The target answer the question must have."),
+    hops: int = typer.Option(1, min=1, max=5, help="Searches the question should need (1-5)."),
+    model: str = typer.Option("embedded-warm", help="Proposer model."),
+    corpus: str = typer.Option("embedded", help="Corpus for BM25."),
+) -> None:
+    """Run one proposer rollout + validation and print the trace."""
+    import asyncio
+
+    from graphs.propose import ProposeContext, propose as run_propose
+    from sesa_graph.config import ProposerConfig
+    from sesa_graph.nodes.agent_loop import proposer_spec
+
+    if not target.strip():
+        raise typer.BadParameter("the target is empty")
+    policy, search, _ = _rollout_parts(model, 4, corpus)
+    pc = ProposerConfig()
+    ctx = ProposeContext(policy, search, proposer_spec(pc), checks=pc, judge=policy)
+    state = asyncio.run(run_propose(target, hops, ctx))
+    _print_trace(state, "question")
+    console.print(f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sesa_graph.memory.config import MemoryConfig
 from tools.config import SearchConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
@@ -107,6 +108,34 @@ class RewardConfig(Strict):
     format_penalty: float = Field(-1.0, le=0, description="Proposer reward for an invalid question.")
 
 
+class TrainConfig(Strict):
+    """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
+
+    steps: int = Field(6, ge=1, description="Self-play steps; each is one optimizer step of each policy.")
+    targets_per_step: int = Field(4, ge=2, description="Targets the proposer gets per step. The proposer's GRPO "
+                                  "group is the whole step's batch (one proposal per target, as in the "
+                                  "reference; advantages are taken against the batch mean, since one proposal "
+                                  "per prompt gives no within-prompt variance).")
+    questions_per_step: int = Field(2, ge=1, description="Questions the solver trains on per step (x group_size "
+                                    "rollouts). When fewer proposals are valid, earlier valid questions are "
+                                    "reused and marked so (the reference's 'reuse' strategy).")
+    target_pool: str = Field("embedded", description="'embedded' (titles of the embedded corpus) or the path of "
+                             "an SSP pool JSONL.")
+    max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
+    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate of both policies (paper: 1e-6).")
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (TRL default 0.0).")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("grpo", description="TRL GRPO loss variant.")
+    max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
+    report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
+    trainer_threads: int = Field(1, ge=1, description="Torch threads of each CPU trainer process (two run at "
+                                 "once beside the rollout process).")
+    rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")
+    use_vllm: bool = Field(False, description="GPU: trainers sync weights to `vllm serve` (server mode) instead of "
+                           "publishing safetensors for the local rollout policies.")
+    wait_timeout_s: float = Field(3600.0, gt=0, description="Longest a trainer waits for a step's trajectories "
+                                  "(and the orchestrator for a trainer) before the run stops with an error.")
+
+
 class RunConfig(Strict):
     """Everything one run needs. Sub-sections mirror the layers."""
 
@@ -119,8 +148,18 @@ class RunConfig(Strict):
     proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="Proposer loop and validation.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Answer scoring.")
     rewards: RewardConfig = Field(default_factory=RewardConfig, description="Rewards.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Skill memory (the solver's bank).")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Self-play training.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Free-form notes stored with the run "
                                   "(never read by the code).")
+
+
+    @model_validator(mode="after")
+    def _groups(self) -> "RunConfig":
+        if self.solver.group_size < 2:
+            raise ValueError(f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "
+                             "question to compute advantages")
+        return self
 
 
 class ConfigError(ValueError):

@@ -73,6 +73,8 @@ class SelfPlayItem(TypedDict, total=False):
     item_id: str
     target: str
     hops: int
+    reuse_question: str | None
+    """Set for a question reused from an earlier step to fill the solver batch (no proposal is made)."""
     proposal: dict[str, Any]
     """The finished ProposeState."""
     skill_ids: list[str]

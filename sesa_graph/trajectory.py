@@ -44,6 +44,8 @@ class Trajectory(BaseModel):
     reward: float = 0.0
     success_rate: float | None = Field(None, description="Solver group success rate p of this item.")
     trainable: bool = Field(True, description="False for rollouts excluded from training (e.g. search_error).")
+    selected: bool = Field(True, description="Part of the trainer's fixed-size batch for this step (extra valid "
+                           "groups beyond it are kept for analysis only).")
     reused: bool = Field(False, description="True when the question came from the reuse pool, not this step.")
     policy_version: int = 0
 

@@ -32,7 +32,7 @@ class _QueryByDefault(TyperGroup):
 search_app = typer.Typer(
     cls=_QueryByDefault,
     no_args_is_help=True,
-    help="Search the corpus (`sesa search \"query\"`) or serve a backend (`sesa search serve`).",
+    help='Search the corpus (`sesa search "query"`) or serve a backend (`sesa search serve`).',
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -43,6 +43,7 @@ Corpus = Annotated[str, typer.Option(help=_D["corpus"].description)]
 Url = Annotated[str, typer.Option(help=_D["url"].description)]
 DenseModel = Annotated[str, typer.Option(help=_D["dense_model"].description)]
 K = Annotated[int, typer.Option("-k", "--k", help=_D["k"].description)]
+Host = Annotated[str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")]
 Retries = Annotated[int, typer.Option(help=_D["retries"].description)]
 
 
@@ -84,9 +85,7 @@ def query(
 
 @search_app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")] = (
-        "127.0.0.1"
-    ),
+    host: Host = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     k: K = 3,
     backend: Backend = "bm25",
@@ -95,12 +94,13 @@ def serve(
     dense_model: DenseModel = "embedded",
 ) -> None:
     """Serve a backend with the Search-R1 `/retrieve` API (and `GET /status`)."""
-    from tools.server import bind_socket, serve as serve_backend
+    from tools.server import bind_socket
+    from tools.server import serve as serve_backend
 
     cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
     try:
         sock = bind_socket(host, port)  # fail on a taken port before spending time on the index
-        console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}")
+        console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}", soft_wrap=True)
         search = make_backend(cfg)
         console.print(f"serving {search.name} on http://{host}:{port}  (POST /retrieve, GET /status)")
         serve_backend(search, default_k=cfg.k, sock=sock)

@@ -78,8 +78,10 @@ class LocalPolicy:
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.eos_ids[0]
-        self._queue: list[tuple[GenerationRequest, asyncio.Future]] = []
-        self._worker: asyncio.Task | None = None
+        # one queue and drain task per event loop: the rollout loop and a background consolidation
+        # thread's loop may both call generate; the model lock serializes the actual generation
+        self._queues: dict[asyncio.AbstractEventLoop, list[tuple[GenerationRequest, asyncio.Future]]] = {}
+        self._workers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
         self._model_lock = threading.Lock()
         self.version = 0
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "generate_s": 0.0}
@@ -102,22 +104,27 @@ class LocalPolicy:
     # ---- async batching front --------------------------------------------------------------------
     async def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, [])
         futures = []
         for r in requests:
             fut = loop.create_future()
-            self._queue.append((r, fut))
+            queue.append((r, fut))
             futures.append(fut)
-        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
-            self._worker = loop.create_task(self._drain())
+        worker = self._workers.get(loop)
+        if worker is None or worker.done():
+            for old in [lp for lp in self._workers if lp.is_closed()]:  # forget loops of finished asyncio.run()s
+                self._workers.pop(old, None)
+                self._queues.pop(old, None)
+            self._workers[loop] = loop.create_task(self._drain(queue))
         return list(await asyncio.gather(*futures))
 
-    async def _drain(self) -> None:
-        while self._queue:
+    async def _drain(self, queue: list[tuple[GenerationRequest, asyncio.Future]]) -> None:
+        while queue:
             await asyncio.sleep(self.batch_wait_s)  # let callers that are about to submit join this batch
-            key = _sampling_key(self._queue[0][0])
-            batch = [item for item in self._queue if _sampling_key(item[0]) == key][: self.max_batch_size]
+            key = _sampling_key(queue[0][0])
+            batch = [item for item in queue if _sampling_key(item[0]) == key][: self.max_batch_size]
             taken = {id(item) for item in batch}
-            self._queue = [item for item in self._queue if id(item) not in taken]
+            queue[:] = [item for item in queue if id(item) not in taken]
             try:
                 results = await asyncio.to_thread(self.generate_sync, [r for r, _ in batch])
             except Exception as exc:  # surface the failure to every caller of this batch

@@ -13,10 +13,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from sesa_graph.policy.base import GenerationResult, PolicyUnavailableError  # noqa: E402
-from tools.corpus import Doc  # noqa: E402
+from sesa_graph.policy.base import GenerationResult, PolicyUnavailableError
+from tools.corpus import Doc
 
 BENCHMARKS = "/work/shared/data/benchmarks"
+USER_SESA_HOME = os.environ.get("SESA_HOME")  # before the fixture below replaces it
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,9 @@ import json
 
 import pytest
 import typer
+from conftest import ListSearch, ScriptedSolver
 from typer.testing import CliRunner
 
-from conftest import ListSearch, ScriptedSolver
 from graphs.eval_cli import eval_app, resolve_settings
 
 runner = CliRunner()

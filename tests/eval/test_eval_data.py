@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import BENCHMARKS, write_jsonl
+
 from graphs.eval_data import (
     DatasetError,
     EvalQuestion,

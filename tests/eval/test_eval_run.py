@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
 from pydantic import ValidationError
 
-from conftest import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
 from graphs.evaluate import EvalError, EvalSettings, RecordStore, evaluate
 from sesa_graph.config import SolverConfig
 from sesa_graph.nodes.judge import Judge
@@ -150,7 +150,9 @@ async def test_seeds_sample_and_report_std(tmp_path, data_dir):
 
 async def test_greedy_by_default(tmp_path, data_dir):
     class Rec(ScriptedSolver):
-        temps = []
+        def __init__(self):
+            super().__init__()
+            self.temps = []
 
         async def generate(self, requests):
             self.temps += [(r.sampling.temperature, r.sampling.seed) for r in requests]
@@ -259,3 +261,20 @@ def test_record_store_rejects_garbage(tmp_path):
     p.write_text('{"key": "a/1/off/greedy"}\n[1, 2]\n')
     with pytest.raises(EvalError, match=r"records.jsonl:2: not a record"):
         RecordStore(p)
+
+
+async def test_interrupt_keeps_records_and_reports(tmp_path, data_dir):
+    import asyncio
+
+    s = settings(tmp_path, data_dir, datasets=["alpha"], concurrency=1)
+    task = asyncio.create_task(run(s, ScriptedSolver(delay=0.1)))
+    while not (s.out_dir / "records.jsonl").exists():
+        await asyncio.sleep(0.02)
+    task.cancel()  # what Ctrl-C does to asyncio.run's main task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    report = json.loads((s.out_dir / "report.json").read_text())
+    assert report["aborted"] == "interrupted" and 1 <= report["done"] < 4
+    p = ScriptedSolver()
+    out = await run(s, p)
+    assert len(p.solved) == 4 - report["done"] and out.report["complete"]

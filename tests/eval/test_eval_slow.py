@@ -1,18 +1,26 @@
-"""A real eval: 2 Bamboogle questions, the embedded SmolLM2 policy, BM25 over the embedded corpus, EM only."""
+"""A real eval: 2 Bamboogle questions, the embedded SmolLM2 policy, BM25 over the embedded corpus, EM only.
+
+It uses the real cache root ($SESA_HOME or ~/.cache/sesa) so the converted model and the BM25 index are
+built at most once per machine (both are process-safe caches); everything the eval writes goes to tmp_path.
+"""
 
 import json
 from pathlib import Path
 
 import pytest
+from conftest import BENCHMARKS, USER_SESA_HOME
 
-from conftest import BENCHMARKS
 from graphs.evaluate import EvalSettings, evaluate
 from sesa_graph.config import JudgeConfig, SolverConfig
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-async def test_real_eval_two_bamboogle_questions(tmp_path):
+async def test_real_eval_two_bamboogle_questions(tmp_path, monkeypatch):
+    if USER_SESA_HOME:
+        monkeypatch.setenv("SESA_HOME", USER_SESA_HOME)
+    else:
+        monkeypatch.delenv("SESA_HOME")
     if not Path(BENCHMARKS, "bamboogle.jsonl").is_file():
         pytest.skip("shared benchmark samples not present")
     s = EvalSettings(name="slow", out_root=tmp_path / "evals", data_dir=BENCHMARKS, datasets=["bamboogle"], limit=2,

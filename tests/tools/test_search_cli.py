@@ -54,5 +54,7 @@ def test_bad_settings_and_dead_server():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    res = runner.invoke(parent, ["search", "x", "-b", "http", "--url", f"http://127.0.0.1:{port}", "--retries", "0"])
+    res = runner.invoke(
+        parent, ["search", "x", "-b", "http", "--url", f"http://127.0.0.1:{port}", "--retries", "0"]
+    )
     assert res.exit_code == 1 and f"127.0.0.1:{port}/retrieve" in res.output

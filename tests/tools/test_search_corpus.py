@@ -44,7 +44,7 @@ def test_jsonl_good_file(tmp_path):
 )
 def test_jsonl_bad_line_names_file_and_line(tmp_path, bad):
     path = write_jsonl(tmp_path / "bad.jsonl", [json.dumps({"id": 0, "contents": '"A"\ntext'}), bad])
-    with pytest.raises(ValueError, match=rf"bad\.jsonl:2:"):
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2:"):
         load_jsonl_corpus(path)
 
 

@@ -1,0 +1,151 @@
+"""Rollout quality of a solver policy: does it follow the tag protocol, and how well does it answer?
+
+Runs greedy solver rollouts through the solve graph (``graphs/solve.py``) with BM25 over the embedded
+corpus and the default ``SolverConfig`` (10 turns, 3 docs of 400 characters), on the first ``--n``
+questions of each benchmark file, and prints per dataset: the share of rollouts that ended ``answered``
+(a well-formed ``<answer>``; target >= 80% for the warmed embedded model), the other end states, the
+share of invalid turns, mean turns and searches, exact match and token F1 against the golden answers,
+and wall time.
+
+    .venv/bin/python benchmarks/rollout_quality.py                       # embedded-warm, 20 + 20 questions
+    .venv/bin/python benchmarks/rollout_quality.py --n 60 --datasets bamboogle,hotpotqa
+    .venv/bin/python benchmarks/rollout_quality.py --model embedded --n 5   # the base model, for contrast
+
+The warmed model must exist (``sesa warmup``). Questions: ``<data-dir>/<dataset>.jsonl`` with ``question``
+and ``golden_answers`` per line (default data dir: /work/shared/data/benchmarks or $SESA_BENCHMARKS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DEFAULT_DATA_DIR = os.environ.get("SESA_BENCHMARKS", "/work/shared/data/benchmarks")
+STATUSES = ("answered", "malformed", "max_turns", "search_error")
+
+
+def load_questions(data_dir: Path, dataset: str, n: int) -> list[dict]:
+    path = Path(dataset) if dataset.endswith(".jsonl") else data_dir / f"{dataset}.jsonl"
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not row.get("question") or not row.get("golden_answers"):
+                raise ValueError(f"{path}:{lineno}: needs 'question' and 'golden_answers'")
+            rows.append(row)
+            if len(rows) >= n:
+                break
+    return rows
+
+
+async def run_all(questions: list[str], ctx, concurrency: int) -> list[dict]:
+    from graphs.solve import solve
+
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(q: str) -> dict:
+        async with sem:
+            return dict(await solve(q, ctx))
+
+    return await asyncio.gather(*(one(q) for q in questions))
+
+
+def summarize(rows: list[tuple[dict, dict]]) -> dict:
+    from sesa_graph.scoring import exact_match, f1_score
+
+    n = len(rows)
+    status = Counter(s.get("status") for _, s in rows)
+    turns = [s.get("n_turns", 0) for _, s in rows]
+    searches = [len(s.get("searches") or []) for _, s in rows]
+    all_turns = [t for _, s in rows for t in s.get("turns") or []]
+    invalid = sum(1 for t in all_turns if t.get("kind") == "invalid")
+    em = [exact_match(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"]) for q, s in rows]
+    f1 = [f1_score(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"]) for q, s in rows]
+    return {
+        "n": n,
+        **{f"{k}_share": status.get(k, 0) / n for k in STATUSES},
+        "invalid_turn_share": invalid / max(len(all_turns), 1),
+        "mean_turns": statistics.mean(turns),
+        "mean_searches": statistics.mean(searches),
+        "em": statistics.mean(em),
+        "f1": statistics.mean(f1),
+    }
+
+
+def print_table(results: dict[str, dict], model: str) -> None:
+    cols = [("n", "n", "{:d}"), ("answered_share", "answered", "{:.0%}"), ("malformed_share", "malformed", "{:.0%}"),
+            ("max_turns_share", "max_turns", "{:.0%}"), ("invalid_turn_share", "invalid turns", "{:.0%}"),
+            ("mean_turns", "turns", "{:.2f}"), ("mean_searches", "searches", "{:.2f}"), ("em", "EM", "{:.3f}"),
+            ("f1", "F1", "{:.3f}"), ("seconds", "wall s", "{:.0f}")]
+    header = f"{'dataset':<12}" + "".join(f"{title:>14}" for _, title, _ in cols)
+    print(f"\nsolver rollout quality -- model {model}, BM25, greedy, SolverConfig defaults")
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        print(f"{name:<12}" + "".join(f"{fmt.format(r[key]):>14}" for key, _, fmt in cols))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20, help="questions per dataset (the first n of each file)")
+    ap.add_argument("--datasets", default="hotpotqa,bamboogle", help="comma-separated names or .jsonl paths")
+    ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    ap.add_argument("--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory")
+    ap.add_argument("--concurrency", type=int, default=16, help="rollouts in flight (micro-batched)")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
+    ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
+    args = ap.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from sesa_graph.config import SolverConfig
+    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from sesa_graph.policy.local import LocalPolicy
+    from tools.backends import make_backend
+    from tools.config import SearchConfig
+
+    policy = LocalPolicy(args.model, max_batch_size=args.concurrency)
+    ctx = RolloutContext(policy=policy, search=make_backend(SearchConfig()),
+                         spec=solver_spec(SolverConfig(), greedy=True), seed=0)
+    results: dict[str, dict] = {}
+    everything: list[tuple[dict, dict]] = []
+    dump = []
+    t_all = time.perf_counter()
+    for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
+        qs = load_questions(Path(args.data_dir), name, args.n)
+        t = time.perf_counter()
+        states = asyncio.run(run_all([q["question"] for q in qs], ctx, args.concurrency))
+        pairs = list(zip(qs, states))
+        results[Path(name).stem] = {**summarize(pairs), "seconds": time.perf_counter() - t}
+        everything += pairs
+        for q, s in pairs:
+            dump.append({"dataset": name, "question": q["question"], "golds": q["golden_answers"],
+                         "status": s.get("status"), "final": s.get("final"), "n_turns": s.get("n_turns"),
+                         "searches": [x["query"] for x in s.get("searches") or []],
+                         "text": policy.tokenizer.decode(s.get("completion_ids") or [])})
+    if len(results) > 1:
+        results["all"] = {**summarize(everything), "seconds": time.perf_counter() - t_all}
+    for row in dump[: args.show]:
+        print(f"\n=== [{row['dataset']}] {row['question']}  gold={row['golds']}  -> {row['status']}: {row['final']}")
+        print(row["text"])
+    print_table(results, args.model)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "results": results, "rollouts": dump}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

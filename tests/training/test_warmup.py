@@ -1,0 +1,94 @@
+"""The format warm-up: output naming (fast) and a real tiny SFT run on the embedded model (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from training.warmup import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir  # noqa: E402
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("SESA_HOME", str(tmp_path / "sesa_home"))
+    return tmp_path / "sesa_home"
+
+
+@pytest.mark.parametrize(
+    ("model", "dirname"),
+    [
+        ("embedded", EMBEDDED_WARM_DIRNAME),  # what resolve_policy_model("embedded-warm") reads
+        ("HuggingFaceTB/SmolLM2-360M-Instruct", "smollm2-360m-instruct-warm"),  # hub id: last part, lowercased
+        ("/models/My Model/", "my-model-warm"),  # local directory: its name, slugged
+    ],
+)
+def test_warm_dir_names(home, model, dirname):
+    assert warm_dir(model) == home / "models" / dirname
+
+
+def test_warm_dir_refuses_the_warm_model(home):
+    with pytest.raises(ValueError, match="already warmed"):
+        warm_dir("embedded-warm")
+
+
+def test_bad_arguments(home):
+    with pytest.raises(ValueError, match="examples"):
+        run_warmup(examples=0)
+    with pytest.raises(ValueError, match="epochs"):
+        run_warmup(epochs=0)
+
+
+def test_a_complete_dir_is_reused_without_training(home):
+    out = warm_dir("embedded")
+    out.mkdir(parents=True)
+    (out / ".complete").write_text("embedded\n")
+    assert run_warmup("embedded", examples=3) == out  # nothing is loaded or trained
+
+
+@pytest.mark.slow
+def test_tiny_sft_run_changes_weights_and_loads(home):
+    from safetensors.torch import load_file
+
+    from sesa_graph.embedded import embedded_model_dir, resolve_policy_model
+    from sesa_graph.policy.local import LocalPolicy
+
+    out = run_warmup("embedded", examples=3, epochs=1, max_steps=2, grad_accum=1, threads=1)
+    assert out == home / "models" / EMBEDDED_WARM_DIRNAME and is_complete(out)
+    assert not list(out.parent.glob("*.tmp-*"))  # the temporary directory was renamed into place
+    summary = json.loads((out / "warmup.json").read_text())
+    assert summary["examples"] == 3 and summary["steps"] == 2
+    assert summary["end_of_turn_token"] == "<|im_end|>"
+    assert summary["first_loss"] is not None and summary["seconds"] > 0
+    assert len((out / "warmup_examples.jsonl").read_text().splitlines()) == 3
+
+    base = load_file(str(embedded_model_dir() / "model.safetensors"))
+    warm = load_file(str(out / "model.safetensors"))
+    assert base.keys() == warm.keys()
+    changed = [k for k in base if not (base[k] == warm[k]).all()]
+    assert len(changed) > len(base) // 2  # a full fine-tune moves (almost) every tensor
+
+    config = json.loads((out / "config.json").read_text())
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert config["eos_token_id"] == generation["eos_token_id"] == 2  # <|im_end|>, as in the base model
+
+    assert resolve_policy_model("embedded-warm") == str(out)
+    policy = LocalPolicy("embedded-warm")
+    assert 2 in policy.eos_ids
+    prompt = policy.encode_messages([{"role": "user", "content": "Question: What is the capital of France?"}])
+    from sesa_graph.policy import GenerationRequest, SamplingParams
+
+    (res,) = policy.generate_sync([GenerationRequest(prompt_ids=prompt, sampling=SamplingParams(
+        max_tokens=8, temperature=0.0))])
+    assert res.token_ids
+
+    # a second call reuses the finished directory
+    mtime = (out / "model.safetensors").stat().st_mtime
+    t = time.perf_counter()
+    assert run_warmup("embedded", examples=3, epochs=1) == out
+    assert time.perf_counter() - t < 5 and (out / "model.safetensors").stat().st_mtime == mtime

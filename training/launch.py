@@ -1,0 +1,212 @@
+"""``sesa train``: start both GRPO trainer processes and the orchestrator, show progress, clean up.
+
+Everything lands in ``runs/<name>/``: ``config.yaml``, ``metrics.jsonl``, ``trajectories/``, ``bank/``
+(skills, counters, queue, snapshots), ``checkpoints/<role>/`` (TRL: optimizer, scheduler, RNG),
+``policies/<role>/`` (final weights), ``logs/`` and ``summary.json``. ``--resume runs/NAME`` continues
+from the first step that was not committed. The trainer processes are always stopped on exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from sesa_graph.config import RunConfig
+
+console = Console()
+ROLES = ("proposer", "solver")
+
+
+class TrainerProcesses:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+
+    def start(self) -> None:
+        (self.run_dir / "logs").mkdir(exist_ok=True)
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
+        for role in ROLES:
+            log = self.run_dir / "logs" / f"{role}-trainer.log"
+            self.logs[role] = log
+            self.procs[role] = subprocess.Popen(
+                [sys.executable, "-m", "training.trainer", str(self.run_dir), "--role", role],
+                stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                cwd=Path(__file__).resolve().parent.parent,
+            )
+
+    def dead(self) -> str | None:
+        """A message naming a trainer that exited with an error (None while all are fine)."""
+        for role, p in self.procs.items():
+            rc = p.poll()
+            if rc is not None and rc != 0:
+                return f"the {role} trainer exited with code {rc}; last lines of {self.logs[role]}:\n{self.tail(role)}"
+        return None
+
+    def tail(self, role: str, n: int = 25) -> str:
+        try:
+            return "\n".join(self.logs[role].read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for role, p in self.procs.items():
+            while p.poll() is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the {role} trainer did not finish its last step in {timeout_s:.0f}s")
+                if (msg := self.dead()) is not None:
+                    raise RuntimeError(msg)
+                time.sleep(0.5)
+            if p.returncode != 0:
+                raise RuntimeError(self.dead() or f"the {role} trainer failed")
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[RunConfig, Path, int]:
+    """The run directory, its config and the first step to run."""
+    if resume is not None:
+        from sesa_graph.config import load_config
+        from training.sync import SyncDir
+
+        if not (resume / "config.yaml").exists():
+            raise FileNotFoundError(f"{resume} is not a run directory: config.yaml is missing")
+        cfg = load_config(resume / "config.yaml")
+        done = SyncDir(resume).committed_steps()
+        return cfg, resume, (max(done) + 1 if done else 0)
+    run_dir = runs_dir / cfg.name
+    if run_dir.exists() and any(run_dir.iterdir()):
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = runs_dir / f"{cfg.name}-{stamp}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    return cfg, run_dir, 0
+
+
+def ensure_models(cfg: RunConfig) -> None:
+    """Build the format-warmed embedded policy first if the config asks for it and it is missing."""
+    from sesa_graph.embedded import resolve_policy_model
+
+    for pcfg in (cfg.solver_policy, cfg.proposer_policy):
+        if pcfg.backend == "local" and pcfg.model == "embedded-warm":
+            try:
+                resolve_policy_model("embedded-warm")
+            except FileNotFoundError:
+                from training.warmup import run_warmup
+
+                console.print("[bold]The format-warmed embedded policy is not built yet: running `sesa warmup` "
+                              "first (once, cached in $SESA_HOME).[/]")
+                run_warmup("embedded")
+
+
+def step_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="self-play", show_lines=False)
+    for col in ("step", "valid", "reused", "p (groups)", "frontier", "R prop", "R solv", "bank", "queue", "consolid.", "s"):
+        t.add_column(col, justify="right")
+    for m in rows[-12:]:
+        c = m.get("consolidation")
+        rates = m.get("solver_success_rates") or []
+        t.add_row(
+            str(m["step"]), f"{m['valid_proposals']}/{m['items']}", str(m.get("reused_groups", 0)),
+            " ".join(f"{p:.1f}" for p in rates[:6]), str(m.get("frontier_groups", 0)),
+            _f(m.get("proposer_reward_mean")), _f(m.get("solver_reward_mean")), str(m.get("bank_size", "-")),
+            str(m.get("queue", "-")),
+            (f"+{c['admitted']}" + (" err" if c.get("error") else "")) if c else ("started" if m.get("consolidation_started") else ""),
+            f"{m.get('seconds', 0):.0f}",
+        )
+    return t
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = None) -> Path:
+    from rich.live import Live
+
+    from training.orchestrator import Orchestrator
+
+    cfg, run_dir, start = prepare_run(cfg, runs_dir, resume)
+    if start >= cfg.train.steps:
+        console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
+        return run_dir
+    ensure_models(cfg)
+    console.print(f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}")
+    t0 = time.time()
+    trainers = TrainerProcesses(run_dir)
+    rows: list[dict[str, Any]] = []
+    mpath = run_dir / "metrics.jsonl"
+    if mpath.exists():
+        rows = [json.loads(line) for line in mpath.read_text().splitlines() if line.strip() and '"step"' in line]
+    try:
+        trainers.start()
+        orch = Orchestrator(cfg, run_dir, resume=resume is not None)
+        with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
+            def on_step(s: Any) -> None:
+                rows.append(s.metrics)
+                live.update(step_table(rows))
+
+            orch.run(start, trainers.dead, on_step)
+        console.print("waiting for the trainers' last optimizer step ...")
+        trainers.wait(cfg.train.wait_timeout_s)
+    except BaseException as exc:
+        from training.sync import SyncDir
+
+        SyncDir(run_dir).stop(f"{type(exc).__name__}: {exc}")
+        trainers.stop()
+        dead = trainers.dead()
+        if dead and not isinstance(exc, KeyboardInterrupt):
+            raise RuntimeError(dead) from exc
+        raise
+    finally:
+        trainers.stop()
+    summary = write_summary(run_dir, cfg, rows, time.time() - t0)
+    console.print_json(json.dumps(summary))
+    return run_dir
+
+
+def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    rates = [p for m in rows for p in (m.get("solver_success_rates") or [])]
+    summary = {
+        "run": str(run_dir), "steps": len(rows), "wall_s": round(seconds, 1),
+        "peak_rss_mib_orchestrator": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mib_children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+        "valid_rate": _avg([m["valid_rate"] for m in rows]),
+        "proposer_reward_mean": _avg([m["proposer_reward_mean"] for m in rows if m.get("proposer_reward_mean") is not None]),
+        "solver_reward_mean": _avg([m["solver_reward_mean"] for m in rows if m.get("solver_reward_mean") is not None]),
+        "frontier_group_share": _avg([1.0 if 0 < p < 1 else 0.0 for p in rates]),
+        "consolidations": [m["consolidation"] for m in rows if m.get("consolidation")],
+        "final_bank_size": rows[-1].get("bank_size") if rows else None,
+        "policies": {r: str(run_dir / "policies" / r) for r in ROLES},
+        "memory_mode": cfg.memory.mode,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _avg(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None

@@ -1,0 +1,151 @@
+"""One policy's GRPO trainer process: ``python -m training.trainer RUN_DIR --role solver|proposer``.
+
+TRL's ``GRPOTrainer`` does the optimization; generation is ours. Its ``rollout_func`` is the barrier of
+``training.sync``: it publishes the current weights as version t ("weights synced for step t"), waits for
+the orchestrator to commit step t, and returns this role's selected trajectories of step t -- prompt and
+completion ids, sampled log-probs, ``env_mask`` (injected <information> tokens are not trained on) and
+the reward as an extra field, which the reward function passes through.
+
+Batch shape: the solver trains on ``questions_per_step x group_size`` rollouts with
+``num_generations = group_size``. The proposer trains on one proposal per target with the whole step's
+batch as its group (``num_generations = targets_per_step``): GRPO then compares each proposal to the
+step's mean reward, since one proposal per prompt has no within-prompt variance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from sesa_graph.config import RunConfig, load_config
+from training.store import TrajectoryStore
+from training.sync import PeerDiedError, SyncDir
+
+log = logging.getLogger("sesa.trainer")
+
+
+def batch_shape(cfg: RunConfig, role: str) -> tuple[int, int]:
+    """(rollouts per step, num_generations) of a role's trainer."""
+    if role == "solver":
+        return cfg.train.questions_per_step * cfg.solver.group_size, cfg.solver.group_size
+    return cfg.train.targets_per_step, cfg.train.targets_per_step
+
+
+def rows_for_training(df: Any, expected: int, role: str, step: int) -> dict[str, list]:
+    """The rollout_func output of one step's shard (selected rows, in group order)."""
+    if "selected" in df.columns:
+        df = df[df["selected"]]
+    if len(df) != expected:
+        raise RuntimeError(f"step {step}: {len(df)} {role} rollouts selected, the trainer's batch is {expected}")
+    env_masks = []
+    for mask, trainable in zip(df["env_mask"], df["trainable"]):
+        mask = [int(x) for x in mask]
+        env_masks.append(mask if trainable else [0] * len(mask))  # e.g. search_error: kept in shape, no loss
+    return {
+        "prompt_ids": [[int(x) for x in v] for v in df["prompt_ids"]],
+        "completion_ids": [[int(x) for x in v] for v in df["completion_ids"]],
+        "logprobs": [[float(x) for x in v] for v in df["logprobs"]],
+        "env_mask": env_masks,
+        "reward": [float(r) for r in df["reward"]],
+    }
+
+
+def passthrough_reward(prompts: list, completions: list, reward: list[float], **kwargs: Any) -> list[float]:
+    """The judge-derived reward the orchestrator computed, carried as rollout_func's ``reward`` field.
+
+    >>> passthrough_reward(["p", "p"], ["a", "b"], reward=[1.0, 0.0])
+    [1.0, 0.0]
+    """
+    return [float(r) for r in reward]
+
+
+def latest_checkpoint(out_dir: Path) -> str | None:
+    ckpts = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return str(ckpts[-1]) if ckpts else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--role", choices=("solver", "proposer"), required=True)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.role}-trainer %(levelname)s: %(message)s")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from sesa_graph.embedded import resolve_policy_model
+
+    cfg = load_config(args.run_dir / "config.yaml")
+    role = args.role
+    pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+    on_cpu = pcfg.device == "cpu"
+    if on_cpu:
+        torch.set_num_threads(cfg.train.trainer_threads)
+        torch.set_flush_denormal(True)
+    sync, store = SyncDir(args.run_dir), TrajectoryStore(args.run_dir)
+    batch, n_gen = batch_shape(cfg, role)
+    out_dir = args.run_dir / "checkpoints" / role
+    temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
+    grpo = GRPOConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=n_gen,
+        max_steps=cfg.train.steps,
+        learning_rate=cfg.train.learning_rate,
+        beta=cfg.train.beta,
+        loss_type=cfg.train.loss_type,
+        max_completion_length=cfg.train.max_completion_length,
+        temperature=max(temperature, 1e-3),
+        use_cpu=on_cpu,
+        bf16=False if on_cpu else pcfg.dtype == "bfloat16",
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=1,
+        logging_steps=1,
+        report_to=[] if cfg.train.report_to == "none" else [cfg.train.report_to],
+        seed=cfg.seed,
+        use_vllm=cfg.train.use_vllm,
+        shuffle_dataset=False,
+        disable_tqdm=True,
+    )
+    path = resolve_policy_model(pcfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype))
+
+    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
+        step = trainer.state.global_step
+        sync.publish_weights(role, step, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
+        sync.mark_ready(role, step)
+        log.info("weights for step %d published; waiting for the step's trajectories", step)
+        sync.wait(lambda: sync.is_committed(step), f"step {step} trajectories", cfg.train.wait_timeout_s)
+        out = rows_for_training(store.read(step, role), len(prompts), role, step)
+        return out
+
+    dataset = Dataset.from_dict({"prompt": [f"{role} self-play"] * (batch * cfg.train.steps)})
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[passthrough_reward], args=grpo, train_dataset=dataset,
+        processing_class=tokenizer, rollout_func=rollout_func,
+    )
+    try:
+        trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
+    except PeerDiedError as exc:
+        log.error("%s", exc)
+        raise SystemExit(3) from None
+    final = args.run_dir / "policies" / role
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(str(final))
+    (final / ".complete").write_text("ok\n")
+    sync.publish_weights(role, cfg.train.steps, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
+    log.info("done: %s", final)
+
+
+if __name__ == "__main__":
+    main()

