@@ -79,10 +79,36 @@ def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     return sock
 
 
-def _server(backend: SearchBackend, sock: socket.socket, default_k: int, log_level: str) -> uvicorn.Server:
+def _uvicorn(app: FastAPI, sock: socket.socket, log_level: str) -> uvicorn.Server:
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(create_app(backend, default_k), host=host, port=port, log_level=log_level)
-    return uvicorn.Server(config)
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+
+
+def serve_app(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+              sock: socket.socket | None = None) -> None:
+    """Serve any FastAPI app until interrupted; a taken port is a :class:`PortInUseError` before start-up."""
+    sock = sock or bind_socket(host, port)
+    _uvicorn(app, sock, log_level).run(sockets=[sock])
+
+
+@contextmanager
+def running_app(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve any FastAPI app from a background thread; yields the base URL (``port=0``: a free port)."""
+    sock = bind_socket(host, port)
+    server = _uvicorn(app, sock, log_level="warning")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"server on {host}:{sock.getsockname()[1]} did not start")
+            time.sleep(0.01)
+        yield f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def serve(
@@ -95,8 +121,7 @@ def serve(
 ) -> None:
     """Serve ``backend`` until interrupted. Raises :class:`PortInUseError` before starting if the port is
     taken; ``sock``: an already bound socket (from :func:`bind_socket`) to serve on instead."""
-    sock = sock or bind_socket(host, port)
-    _server(backend, sock, default_k, log_level).run(sockets=[sock])
+    serve_app(create_app(backend, default_k), host, port, log_level, sock)
 
 
 @contextmanager
@@ -104,18 +129,5 @@ def running_server(
     backend: SearchBackend, host: str = "127.0.0.1", port: int = 0, default_k: int = 3
 ) -> Iterator[str]:
     """Serve ``backend`` from a background thread; yields the base URL (``port=0``: a free port)."""
-    sock = bind_socket(host, port)
-    server = _server(backend, sock, default_k, log_level="warning")
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"retrieval server on {host}:{sock.getsockname()[1]} did not start")
-            time.sleep(0.01)
-        yield f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running_app(create_app(backend, default_k), host, port) as url:
+        yield url

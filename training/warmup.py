@@ -183,7 +183,7 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
         gradient_accumulation_steps=grad_accum,
         learning_rate=learning_rate,
         lr_scheduler_type="cosine",
-        warmup_steps=1,
+        warmup_steps=0,
         weight_decay=0.0,
         max_grad_norm=1.0,
         logging_steps=1,
