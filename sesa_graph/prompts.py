@@ -40,7 +40,7 @@ def render_solver_system(max_searches: int) -> str:
 def render_solver_user(question: str, skills_block: str | None = None) -> str:
     """The solver's user message; ``skills_block`` is ``render_skills(...)`` output, or None/"" for none."""
     if skills_block:
-        return SOLVER_USER_WITH_SKILLS.format(skills_block=skills_block, question=escape(question))
+        return SOLVER_USER_WITH_SKILLS.format(skills_block=escape(skills_block), question=escape(question))
     return SOLVER_USER.format(question=escape(question))
 
 

@@ -1,0 +1,99 @@
+"""``sesa trace`` and ``sesa report``: look at a run or an eval from a terminal, without Jupyter.
+
+    sesa trace runs/tiny-cpu                          # list rollouts (filter with --role/--status/--failure)
+    sesa trace runs/tiny-cpu --rollout solver/3/3-1/0 # one rollout turn by turn
+    sesa trace evals/NAME --rollout bamboogle/test_49/on/greedy --html trace.html
+    sesa report runs/tiny-cpu                         # plots/*.png + report.html in the run directory
+
+Both read only what runs and evals write (see :mod:`sesa_graph.runs`). Mount them on the ``sesa`` app with
+:func:`register` (or ``app.command("trace")(trace_command)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def trace_command(
+    run: Path = typer.Argument(..., help="A run directory (runs/NAME) or an eval directory (evals/NAME)."),
+    rollout: Optional[str] = typer.Option(None, "--rollout", "-r", help="Rollout id to show (run: "
+                                          "role/step/question_id/sample; eval: dataset/id/mode/seed). Without it, "
+                                          "list the rollouts."),
+    role: Optional[str] = typer.Option(None, help="List only this role (proposer | solver)."),
+    status: Optional[str] = typer.Option(None, help="List only this status (answered, malformed, max_turns, ...)."),
+    failure: Optional[str] = typer.Option(None, help="List only this outcome (correct, wrong_gold_retrieved, "
+                                          "wrong_gold_not_retrieved, max_turns, malformed, search_error, ...)."),
+    limit: int = typer.Option(40, help="List at most this many rollouts (the last ones)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write the rollout as an HTML file."),
+    plain: bool = typer.Option(False, "--plain", help="Plain text, no colour."),
+) -> None:
+    """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
+    or list a run's / eval's rollouts with their ids."""
+    from rich.table import Table
+
+    from sesa_graph.runs import RunNotFoundError, open_dir, select
+
+    try:
+        obj = open_dir(run)
+    except RunNotFoundError as exc:
+        err_console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    if rollout is None:
+        df = obj.rollouts(uncommitted=True) if obj.kind == "run" else obj.records()
+        df = select(df, role=role, status=status, failure=failure)
+        if df.empty:
+            console.print(f"{run}: no rollouts match (yet)")
+            return
+        t = Table(title=f"{run}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
+        for col in ("id", "status", "outcome", "reward", "skills", "question"):
+            t.add_column(col, overflow="ellipsis", no_wrap=True, min_width=12 if col == "question" else None)
+        for r in df.tail(limit).itertuples():
+            outcome = r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
+            question = str(r.question or "") or f"(target: {r.target})"
+            reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
+            t.add_row(str(r.id), str(r.status), str(outcome), reward, str(len(r.skill_ids)), question)
+        console.print(t)
+        console.print(f"show one: sesa trace {run} --rollout ID")
+        return
+    try:
+        tr = obj.trace(rollout)
+    except KeyError as exc:
+        err_console.print(f"[red]error:[/] {exc.args[0]}", highlight=False)
+        raise typer.Exit(2) from None
+    if plain:
+        print(tr.to_text())
+    else:
+        console.print(tr, highlight=False)
+    if html is not None:
+        html.write_text(f'<!doctype html><meta charset="utf-8"><title>{rollout}</title>{tr.to_html()}', encoding="utf-8")
+        console.print(f"wrote {html}")
+
+
+def report_command(
+    run: Path = typer.Argument(..., help="A run directory (runs/NAME) or an eval directory (evals/NAME)."),
+) -> None:
+    """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
+    A run still in progress shows its committed steps."""
+    from sesa_graph.report import write_report
+    from sesa_graph.runs import RunNotFoundError
+
+    try:
+        out = write_report(run)
+    except RunNotFoundError as exc:
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    pngs = sorted(p.name for p in (out.parent / "plots").glob("*.png"))
+    console.print(f"wrote {out} and plots/ ({', '.join(pngs) or 'nothing to plot yet'})")
+
+
+def register(app: typer.Typer) -> None:
+    """Mount ``trace`` and ``report`` on a typer app (the ``sesa`` CLI)."""
+    app.command("trace")(trace_command)
+    app.command("report")(report_command)

@@ -1,0 +1,89 @@
+"""One self-play step with scripted policies: validation, fan-out, judging, rewards, skills isolation."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from graphs.propose import ProposeContext
+from graphs.selfplay import SelfPlayContext, run_step
+from sesa_graph.config import ProposerConfig, SolverConfig
+from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
+from sesa_graph.nodes.judge import Judge
+from tests.graphs.conftest import ScriptedPolicy
+
+SECRET = "ZEBRA-SKILL-TEXT"
+
+
+class FakeMemory:
+    def __init__(self):
+        self.asked = []
+
+    def retrieve(self, questions, k=None):
+        self.asked.extend(questions)
+        return [[SimpleNamespace(id="s1"), SimpleNamespace(id="s2")] for _ in questions]
+
+    def render(self, skills):
+        return f"Search tips: {SECRET}"
+
+
+def proposer_script(prompt, i):
+    if "Target answer: Dijon" in prompt:
+        if "Doc 1 (Title:" not in prompt:
+            return "<search>Gustave Eiffel</search>"
+        return "<question>In which city was the engineer of the Paris tower born?</question>"
+    return "<question>Where?</question>"  # invalid: too few words
+
+
+def solver_script(prompt, i):
+    # 2 of 5 rollouts answer right: p = 0.4
+    return "<answer>Dijon</answer>" if i % 5 in (0, 3) else "<answer>Lyon</answer>"
+
+
+@pytest.fixture
+def ctx(tokenizer, search):
+    pc = ProposerConfig(max_turns=3, rag_check=False)
+    proposer = ScriptedPolicy(tokenizer, proposer_script)
+    solver = ScriptedPolicy(tokenizer, solver_script)
+    return SelfPlayContext(
+        proposer=ProposeContext(proposer, search, proposer_spec(pc), checks=pc),
+        solver=RolloutContext(solver, search, solver_spec(SolverConfig(max_turns=2))),
+        judge=Judge(None), group_size=5, memory=FakeMemory(),
+    )
+
+
+def test_step_records_rewards_and_failures(ctx):
+    items = [{"item_id": "a", "target": "Dijon", "hops": 1}, {"item_id": "b", "target": "Lyon", "hops": 1}]
+    out = asyncio.run(run_step(items, ctx, step=3, run="t"))
+    m = out.metrics
+    assert m["valid_proposals"] == 1 and m["invalid_reasons"] == {"too_few_words": 1}
+    assert m["solver_success_rates"] == [pytest.approx(0.4)]
+    by_target = {t.target: t for t in out.proposer}
+    assert by_target["Dijon"].reward == pytest.approx(4 * 0.4 * 0.6)  # frontier shaping
+    assert by_target["Lyon"].reward == -1.0  # format penalty
+    assert len(out.solver) == 5 and sorted(t.reward for t in out.solver) == [0, 0, 0, 1, 1]
+    assert all(t.group_id == "3:a:s" and t.skill_ids == ["s1", "s2"] for t in out.solver)
+    assert len(out.outcomes) == 5 and sum(c for _, c, _ in out.outcomes) == 2
+    # wrong answers without a search are not queued as failures (nothing to learn about searching)
+    assert out.failures == []
+
+
+def test_only_the_solver_sees_skills(ctx):
+    items = [{"item_id": "a", "target": "Dijon", "hops": 1}]
+    asyncio.run(run_step(items, ctx))
+    assert all(SECRET in p for p in ctx.solver.policy.prompts)
+    assert not any(SECRET in p for p in ctx.proposer.policy.prompts)
+    assert ctx.memory.asked == ["In which city was the engineer of the Paris tower born?"]
+
+
+def test_reused_question_skips_the_proposer(ctx):
+    items = [{"item_id": "r", "target": "Dijon", "hops": 1, "reuse_question": "Birthplace of Gustave Eiffel?"}]
+    out = asyncio.run(run_step(items, ctx))
+    assert out.proposer == [] and len(out.solver) == 5
+    assert all(t.reused and t.question == "Birthplace of Gustave Eiffel?" for t in out.solver)
+    assert ctx.proposer.policy.calls == 0
+
+
+def test_empty_target_is_an_error(ctx):
+    with pytest.raises(ValueError, match="empty target"):
+        asyncio.run(run_step([{"item_id": "x", "target": ""}], ctx))
