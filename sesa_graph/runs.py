@@ -165,6 +165,21 @@ def select(df: pd.DataFrame, *, role: str | None = None, status: str | Iterable[
     return df[mask].reset_index(drop=True)
 
 
+def failure_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """Counts and shares of each outcome (``correct`` and :data:`FAILURE_KINDS`) in a rollout frame,
+    optionally per value of column ``by`` (e.g. ``mode`` or ``dataset``); proposer rows are left out."""
+    df = df[df["role"] != "proposer"] if len(df) else df
+    cols = ([by] if by else []) + ["outcome", "n", "share", "meaning"]
+    rows = []
+    for key, sub in ([(None, df)] if by is None else list(df.groupby(by, sort=True))):
+        counts = sub["failure"].value_counts()
+        for kind in ("correct", *FAILURE_KINDS):
+            if counts.get(kind, 0):
+                rows.append(([key] if by else []) + [kind, int(counts[kind]), counts[kind] / len(sub),
+                                                     FAILURE_KINDS.get(kind, "answered correctly")])
+    return pd.DataFrame(rows, columns=cols)
+
+
 def _frame(rows: list[dict[str, Any]], extra: Sequence[str] = ()) -> pd.DataFrame:
     cols = list(COLUMNS) + [c for c in extra if c not in COLUMNS]
     df = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
@@ -201,19 +216,24 @@ class _Bank:
         return read_jsonl_lines(self.path / "snapshots" / f"v{int(version):04d}.jsonl")
 
     def skill_texts(self, ids: Sequence[str], version: Any = None) -> list[dict[str, Any]]:
-        """The skills with these ids as of ``version`` (else the live file), in order; unknown ids as {id}."""
-        pools = []
+        """The skills with these ids as they were at bank ``version`` (else as they are now), in order, with
+        today's counters (``evicted`` set when the bank no longer has one); unknown ids as ``{id}``."""
+        live = {s["id"]: s for s in self.live()}
+        found: dict[str, dict[str, Any]] = {}
         if version is not None and version == version:
             try:
-                pools.append(self.snapshot(int(version)))
+                found = {s["id"]: s for s in self.snapshot(int(version))}
             except (TypeError, ValueError):
                 pass
-        pools.append(self.live())
-        found: dict[str, dict[str, Any]] = {}
-        for pool in pools:
-            for s in pool:
-                found.setdefault(s["id"], s)
-        return [found.get(i, {"id": i}) for i in ids]
+        out = []
+        for i in ids:
+            s = dict(found.get(i) or live.get(i) or {"id": i})
+            if i in live:  # the text that was in the prompt, the counters as they are now
+                s.update({c: live[i].get(c, 0) for c in ("retrieved", "helpful", "hurt")})
+            elif len(s) > 1:
+                s["evicted"] = True
+            out.append(s)
+        return out
 
     def history(self) -> pd.DataFrame:
         rows, before = [], None

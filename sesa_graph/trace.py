@@ -68,6 +68,11 @@ def gold_spans(text: str, golds: list[str]) -> list[tuple[str, bool]]:
     return out or [("", False)]
 
 
+def _counters(s: dict[str, Any]) -> str:
+    c = f"helpful {s.get('helpful', 0)} / hurt {s.get('hurt', 0)} of {s.get('retrieved', 0)} retrievals"
+    return c + (" (no longer in the bank)" if s.get("evicted") else " (counters now)")
+
+
 @dataclass
 class Trace:
     """One rollout for reading. ``turns``: ``{text, kind, content, think, reason, finish}``; ``searches``:
@@ -101,10 +106,12 @@ class Trace:
             turns.append(t)
         searches = _loads(row.get("searches_json"), None)
         verdict = None
-        if _clean(row.get("correct")) is not None or _clean(row.get("judge_method")) is not None:
+        if _clean(row.get("judge_method")) is not None:
             verdict = {"correct": bool(_clean(row.get("correct"))), "score": _clean(row.get("score")),
                        "em": _clean(row.get("em")), "f1": _clean(row.get("f1")),
                        "method": _clean(row.get("judge_method")), "raw": _clean(row.get("judge_raw"))}
+        if _clean(row.get("skill_bank_version")) is not None:
+            row = {**row, "skill_bank_version": int(row["skill_bank_version"])}
         meta = {k: _clean(row.get(k)) for k in ("step", "dataset", "mode", "seed", "hops", "target", "valid",
                                                 "invalid_reason", "success_rate", "failure", "error", "reused",
                                                 "policy_version", "skill_bank_version", "gold_retrieved")}
@@ -192,8 +199,8 @@ class Trace:
             for s in self.skills:
                 add(f"  - {s['id']}", "magenta")
                 if s.get("description"):
-                    add(f" [{s.get('category', '')}] {s['description']} (when: {s.get('trigger', '')})"
-                        f" helpful {s.get('helpful', 0)} / hurt {s.get('hurt', 0)} of {s.get('retrieved', 0)}")
+                    add(f" [{s.get('category', '')}] {s['description']} (when: {s.get('trigger', '')})")
+                    add(f" {_counters(s)}", "dim")
                 else:
                     add(" (not in the bank files)", "dim")
                 add("\n")
@@ -287,8 +294,7 @@ class Trace:
                         f'<br><span style="color:#57606a">when: {e(s.get("trigger", ""))}'
                         + (f' · avoid: {e(s["avoid"])}' if s.get("avoid") else "")
                         + (f" · queries: {e(q)}" if q else "")
-                        + f' · helpful {s.get("helpful", 0)} / hurt {s.get("hurt", 0)} of {s.get("retrieved", 0)}'
-                        "</span></li>")
+                        + f" · {e(_counters(s))}</span></li>")
                 else:
                     items.append(f'<li><code>{e(s["id"])}</code> <span style="color:#57606a">(not in the bank '
                                  "files)</span></li>")

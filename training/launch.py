@@ -45,6 +45,7 @@ class TrainerProcesses:
                 stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 cwd=Path(__file__).resolve().parent.parent,
             )
+        (self.run_dir / "sync" / "trainer_pids.json").write_text(json.dumps({r: p.pid for r, p in self.procs.items()}))
 
     def dead(self) -> str | None:
         """A message naming a trainer that exited with an error (None while all are fine)."""
@@ -96,8 +97,11 @@ def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[Ru
         if not (resume / "config.yaml").exists():
             raise FileNotFoundError(f"{resume} is not a run directory: config.yaml is missing")
         cfg = load_config(resume / "config.yaml")
-        done = SyncDir(resume).committed_steps()
-        return cfg, resume, (max(done) + 1 if done else 0)
+        sync = SyncDir(resume)
+        done = sync.committed_steps()
+        start = max(done) + 1 if done else 0
+        forget_uncommitted(resume, sync, start)
+        return cfg, resume, start
     run_dir = runs_dir / cfg.name
     if run_dir.exists() and any(run_dir.iterdir()):
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -105,6 +109,38 @@ def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[Ru
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     return cfg, run_dir, 0
+
+
+def kill_stale_trainers(run_dir: Path) -> None:
+    """Trainers of a killed run may still be finishing a step; they must not write beside the new ones."""
+    pids = run_dir / "sync" / "trainer_pids.json"
+    if not pids.exists():
+        return
+    for pid in json.loads(pids.read_text()).values():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "training.trainer" in cmd and str(run_dir) in cmd:
+            os.kill(pid, signal.SIGKILL)
+            console.print(f"stopped trainer pid {pid} left over from the interrupted run")
+
+
+def forget_uncommitted(run_dir: Path, sync: Any, start: int) -> None:
+    """Before a resume: drop what a killed run left of steps it never committed -- stale ready markers (the
+    restarted trainers announce their weights again), the STOP flag, and metrics lines of those steps."""
+    for f in sync.root.glob("ready-*-*.json"):
+        if int(f.stem.rsplit("-", 1)[1]) >= start:
+            f.unlink()
+    (sync.root / "STOP.json").unlink(missing_ok=True)
+    kill_stale_trainers(run_dir)
+    mpath = run_dir / "metrics.jsonl"
+    if mpath.exists():
+        by_step: dict[int, str] = {}
+        for line in mpath.read_text().splitlines():
+            if line.strip() and (m := json.loads(line)).get("step") is not None and m["step"] < start:
+                by_step[m["step"]] = line
+        mpath.write_text("".join(by_step[k] + "\n" for k in sorted(by_step)))
 
 
 def ensure_models(cfg: RunConfig) -> None:

@@ -201,7 +201,7 @@ def _select_groups(solver: list[Trajectory], questions: int, group_size: int) ->
     groups: dict[str, list[Trajectory]] = {}
     for t in solver:
         groups.setdefault(t.group_id, []).append(t)
-    ordered = sorted(groups.values(), key=lambda g: g[0].reused)
+    ordered = sorted(groups.values(), key=lambda g: (len(g) != group_size, g[0].reused))
     out = []
     for i, g in enumerate(ordered):
         for t in sorted(g, key=lambda t: t.sample):

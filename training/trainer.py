@@ -120,12 +120,18 @@ def main(argv: list[str] | None = None) -> None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype))
 
+    parent = os.getppid()
+
+    def orchestrator_gone() -> str | None:  # a kill -9 of `sesa train` must not leave trainers waiting
+        return f"the orchestrator (pid {parent}) is gone" if os.getppid() != parent else None
+
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         step = trainer.state.global_step
         sync.publish_weights(role, step, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
         sync.mark_ready(role, step)
         log.info("weights for step %d published; waiting for the step's trajectories", step)
-        sync.wait(lambda: sync.is_committed(step), f"step {step} trajectories", cfg.train.wait_timeout_s)
+        sync.wait(lambda: sync.is_committed(step), f"step {step} trajectories", cfg.train.wait_timeout_s,
+                  alive=orchestrator_gone)
         out = rows_for_training(store.read(step, role), len(prompts), role, step)
         return out
 

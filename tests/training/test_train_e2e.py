@@ -1,0 +1,38 @@
+"""`sesa train` end to end on the real embedded parts, killed with SIGKILL and resumed."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TINY = {
+    "name": "e2e",
+    "solver_policy": {"model": "embedded"},
+    "proposer_policy": {"model": "embedded"},
+    "solver": {"max_turns": 2, "max_tokens_per_turn": 24, "max_total_tokens": 192, "group_size": 2, "doc_chars": 100},
+    "proposer": {"max_turns": 2, "max_tokens_per_turn": 24, "rag_check": False},
+    "judge": {"kind": "none"},
+    "memory": {"mode": "static"},
+    "train": {"steps": 2, "targets_per_step": 2, "questions_per_step": 1, "max_completion_length": 192},
+}
+
+
+def test_killed_run_resumes_to_a_consistent_end(tmp_path):
+    import resume_trials
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY))
+    with open(tmp_path / "log.txt", "w") as log:
+        res = resume_trials.trial(tmp_path / "runs", cfg, "e2e", steps=2, max_delay_s=5, seed=0, log=log)
+    assert res["problems"] == [], (res, (tmp_path / "log.txt").read_text()[-3000:])
+    run = tmp_path / "runs" / "e2e"
+    from training.store import TrajectoryStore
+
+    solver = TrajectoryStore(run).read_all("solver")
+    assert len(solver[solver["selected"]]) == 2 * 2  # questions x group per step, each step once
+    assert (run / "summary.json").exists()

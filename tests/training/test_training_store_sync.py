@@ -1,0 +1,93 @@
+"""Trajectory store, the file barrier, and the trainer's batch assembly."""
+
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from sesa_graph.trajectory import Trajectory
+from training.orchestrator import _select_groups
+from training.store import TrajectoryStore
+from training.sync import PeerDiedError, SyncDir
+from training.trainer import batch_shape, passthrough_reward, rows_for_training
+
+
+def traj(group="g", sample=0, reward=0.0, status="answered", reused=False, role="solver", n=3):
+    return Trajectory(role=role, question_id="q", group_id=group, sample=sample, prompt_ids=[1, 2],
+                      completion_ids=list(range(n)), env_mask=[1, 0, 1][:n] + [1] * max(0, n - 3),
+                      logprobs=[-0.1] * n, status=status, reward=reward, reused=reused,
+                      trainable=status != "search_error")
+
+
+def test_store_round_trip_and_atomicity(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    store.write(0, "solver", [traj(sample=i, reward=i) for i in range(3)])
+    store.write(0, "proposer", [])
+    df = store.read(0, "solver")
+    assert list(df["reward"]) == [0, 1, 2] and list(df["env_mask"][0]) == [1, 0, 1]
+    assert store.steps() == [0] and len(store.read(0, "proposer")) == 0
+    assert not list((tmp_path / "trajectories" / "step-00000").glob("*.tmp"))
+    assert len(store.read_all("solver")) == 3
+    assert isinstance(pd.read_parquet(store.path(0, "solver")), pd.DataFrame)  # readable without our code
+    with pytest.raises(FileNotFoundError, match="step 7"):
+        store.read(7, "solver")
+    with pytest.raises(ValueError, match="role"):
+        store.path(0, "judge")
+
+
+def test_rows_for_training_masks_untrainable_and_checks_size(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    rows = [traj(sample=0, reward=1.0), traj(sample=1, status="search_error")]
+    extra = traj(group="h")
+    extra.selected = False
+    store.write(1, "solver", rows + [extra])
+    out = rows_for_training(store.read(1, "solver"), 2, "solver", 1)
+    assert out["reward"] == [1.0, 0.0]
+    assert out["env_mask"][0] == [1, 0, 1] and out["env_mask"][1] == [0, 0, 0]  # search_error: no loss
+    with pytest.raises(RuntimeError, match="batch is 5"):
+        rows_for_training(store.read(1, "solver"), 5, "solver", 1)
+
+
+def test_select_groups_prefers_fresh_complete_groups():
+    fresh = [traj("f", i) for i in range(2)]
+    reused = [traj("r", i, reused=True) for i in range(2)]
+    partial = [traj("p", 0)]
+    out = _select_groups(reused + partial + fresh, questions=1, group_size=2)
+    assert [t.group_id for t in out if t.selected] == ["f", "f"]
+    assert len(out) == 5  # nothing is dropped, only unselected
+
+
+def test_batch_shapes():
+    from sesa_graph.config import load_config
+
+    cfg = load_config()
+    assert batch_shape(cfg, "solver") == (cfg.train.questions_per_step * cfg.solver.group_size, cfg.solver.group_size)
+    assert batch_shape(cfg, "proposer") == (cfg.train.targets_per_step, cfg.train.targets_per_step)
+    assert passthrough_reward(["p"] * 2, ["a", "b"], reward=[0.5, -1]) == [0.5, -1.0]
+
+
+def test_barrier_wait_and_dead_peer(tmp_path):
+    sync = SyncDir(tmp_path)
+    threading.Timer(0.2, lambda: sync.mark_ready("solver", 0)).start()
+    sync.wait(lambda: sync.is_ready("solver", 0), "solver", timeout_s=5, poll_s=0.02)
+    with pytest.raises(PeerDiedError, match="trainer died"):
+        sync.wait(lambda: False, "x", timeout_s=5, alive=lambda: "the solver trainer died", poll_s=0.01)
+    with pytest.raises(TimeoutError):
+        sync.wait(lambda: False, "x", timeout_s=0.05, poll_s=0.01)
+    sync.stop("user interrupt")
+    with pytest.raises(PeerDiedError, match="user interrupt"):
+        sync.wait(lambda: False, "x", timeout_s=5, poll_s=0.01)
+
+
+def test_publish_weights_swaps_atomically(tmp_path):
+    sync = SyncDir(tmp_path)
+    sync.publish_weights("solver", 1, lambda d: (d / "model.safetensors").write_text("v1"))
+    sync.publish_weights("solver", 2, lambda d: (d / "model.safetensors").write_text("v2"))
+    assert sync.weights_version("solver") == 2
+    assert (sync.weights_dir("solver") / "model.safetensors").read_text() == "v2"
+    assert sorted(p.name for p in sync.weights_dir("solver").parent.iterdir()) == ["solver"]
+    sync.commit(0, {"step": 0})
+    sync.commit(2, {"step": 2})
+    assert sync.committed_steps() == [0, 2]
+    time.sleep(0)
