@@ -41,6 +41,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
+from graphs.eval_records import (
+    RECORDS,
+    SETTINGS,
+    EvalError,
+    RecordStore,
+    bank_ref,
+    check_bank,
+    check_settings_file,
+    record_key,
+    weights_fingerprint,
+)
 from graphs.solve import solve
 from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
 from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
@@ -52,8 +63,6 @@ log = logging.getLogger(__name__)
 
 BankMode = Literal["off", "on", "placebo"]
 BANK_MODES: tuple[str, ...] = ("off", "on", "placebo")
-RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "report.md", "report.json"
-RETRY_STATUSES = frozenset({"error"})  # not results: run again on resume
 
 
 class EvalSettings(BaseModel):
@@ -128,63 +137,6 @@ class EvalSettings(BaseModel):
 def default_name(model: str) -> str:
     """A deterministic eval name from a model name, so rerunning the same command resumes."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model.strip("/")).strip("-._") or "eval"
-
-
-class EvalError(RuntimeError):
-    """An eval that cannot start or cannot go on; the message says why and what to do."""
-
-
-# ---- the record cache ------------------------------------------------------------------------------------
-
-
-def record_key(dataset: str, qid: str, mode: str, seed: int | None) -> str:
-    return f"{dataset}/{qid}/{mode}/{'greedy' if seed is None else seed}"
-
-
-class RecordStore:
-    """``records.jsonl``: one JSON line per finished (question, mode, seed), appended and flushed at once.
-
-    Reading keeps the last record of each key (a re-judged or re-run record supersedes the earlier one).
-    A torn last line (the process was killed mid-write) is cut off before appending.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.latest: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            self._load()
-
-    def _load(self) -> None:
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path,
-                        len(data) - cut)
-            with open(self.path, "r+b") as f:
-                f.truncate(cut)
-            data = data[:cut]
-        for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                key = rec["key"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise EvalError(f"{self.path}:{n}: not a record ({exc}); move the file away to start over") from None
-            self.latest[key] = rec
-
-    def done(self, key: str) -> dict[str, Any] | None:
-        """The cached record for ``key`` if it is a result (not a failure to run again)."""
-        rec = self.latest.get(key)
-        return rec if rec is not None and rec.get("status") not in RETRY_STATUSES else None
-
-    def append(self, rec: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        self.latest[rec["key"]] = rec
 
 
 # ---- planning --------------------------------------------------------------------------------------------
@@ -466,46 +418,6 @@ class EvalOutcome:
     report: dict[str, Any]
     out_dir: Path
     setup_s: float
-
-
-def bank_ref(bank: Mapping[str, Any] | None) -> str | None:
-    return f"{bank['path']}@v{bank['version']}" if bank else None
-
-
-def check_bank(store: RecordStore, bank: Mapping[str, Any] | None, modes: Sequence[str], out_dir: Path) -> None:
-    """Cached records of modes on/placebo are reused only if they were made with this bank version."""
-    now = bank_ref(bank)
-    for rec in store.latest.values():
-        was = rec.get("bank")
-        if rec.get("mode") != "off" and rec.get("mode") in modes and was is not None and was != now:
-            raise EvalError(f"{out_dir} holds mode-{rec['mode']} records made with skill bank {was}; this eval uses "
-                            f"{now}. Use another --name, or --overwrite to discard those records")
-
-
-def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def check_settings_file(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> None:
-    """Records in ``out_dir`` are reused only if they were made with the same identity settings."""
-    settings_file = out_dir / SETTINGS
-    if overwrite:
-        for f in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON):
-            (out_dir / f).unlink(missing_ok=True)
-    if settings_file.exists() and (out_dir / RECORDS).exists():
-        old = _flat(json.loads(settings_file.read_text()).get("identity", {}))
-        new = _flat(json.loads(json.dumps(identity)))
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if diff:
-            lines = "\n".join(f"  {k}: was {json.dumps(old.get(k))}, now {json.dumps(new.get(k))}" for k in diff)
-            raise EvalError(f"{out_dir} holds records made with other settings:\n{lines}\n"
-                            "use another --name, or --overwrite to discard those records")
 
 
 async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = None, judge: Judge | None = None,

@@ -33,7 +33,10 @@ class PolicyConfig(Strict):
     base_url: str | None = Field(None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the endpoint's API "
                                     "key (none for a local vLLM).")
-    device: str = Field("cpu", description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1').")
+    train_model: str | None = Field(None, description="For backend 'openai': the HF id or path the trainer loads "
+                                    "(defaults to `model`, the name vLLM serves).")
+    device: str = Field("cpu", description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1') and for "
+                        "this policy's trainer.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype for 'local'.")
     max_batch_size: int = Field(16, ge=1, description="Most concurrent requests the local policy serves in one "
                                 "generate call.")
@@ -122,7 +125,8 @@ class TrainConfig(Strict):
     target_pool: str = Field("embedded", description="'embedded' (titles of the embedded corpus) or the path of "
                              "an SSP pool JSONL.")
     max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
-    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate of both policies (paper: 1e-6).")
+    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
+                                 "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.")
     beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (TRL default 0.0).")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("grpo", description="TRL GRPO loss variant.")
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
@@ -132,6 +136,13 @@ class TrainConfig(Strict):
     rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")
     use_vllm: bool = Field(False, description="GPU: trainers sync weights to `vllm serve` (server mode) instead of "
                            "publishing safetensors for the local rollout policies.")
+    trainer_launcher: list[str] = Field(default_factory=list, description="Command prefix that starts a trainer "
+                                        "instead of the current Python, e.g. [accelerate, launch, --multi_gpu] "
+                                        "(DeepSpeed/FSDP come from your accelerate config).")
+    trainer_gpus: dict[str, str] = Field(default_factory=dict, description="CUDA_VISIBLE_DEVICES per trainer role, "
+                                         "e.g. {solver: '2,3,4', proposer: '5,6'}.")
+    vllm_gpus: dict[str, str] = Field(default_factory=dict, description="CUDA_VISIBLE_DEVICES of each role's "
+                                      "`vllm serve` (read by scripts/launch_gpu.sh).")
     wait_timeout_s: float = Field(3600.0, gt=0, description="Longest a trainer waits for a step's trajectories "
                                   "(and the orchestrator for a trainer) before the run stops with an error.")
 

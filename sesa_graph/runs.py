@@ -553,12 +553,32 @@ class Eval:
                                for a, b in zip(out["off"], out["on"])]
         return out
 
+    def paired(self, a: str = "off", b: str = "on") -> pd.DataFrame:
+        """One row per question (and seed) run in both modes ``a`` and ``b``: each side's id, outcome and
+        correctness, and ``change``: ``fixed`` (b right, a wrong), ``broken`` (a right, b wrong) or ``same``."""
+        df = self.records()
+        cols = ["dataset", "question_id", "seed", "question", "golds", f"id_{a}", f"id_{b}", f"failure_{a}",
+                f"failure_{b}", f"correct_{a}", f"correct_{b}", "change"]
+        if df.empty:
+            return pd.DataFrame(columns=cols)
+        df = df.assign(seed=df["seed"].map(lambda x: "greedy" if x is None or x != x else str(x)),
+                       correct=df["correct"].map(truthy))
+        keep = ["dataset", "question_id", "seed", "id", "failure", "correct"]
+        left = df[df["mode"] == a][keep + ["question", "golds"]]
+        right = df[df["mode"] == b][keep]
+        m = left.merge(right, on=["dataset", "question_id", "seed"], suffixes=(f"_{a}", f"_{b}"))
+        m["change"] = ["fixed" if y and not x else "broken" if x and not y else "same"
+                       for x, y in zip(m[f"correct_{a}"], m[f"correct_{b}"])]
+        return m[cols].reset_index(drop=True)
+
     def skill_effects(self) -> pd.DataFrame:
         """Per skill retrieved in mode ``on``: how often it fired, and on those questions how often On was
         right where Off was wrong (``helped``) and the reverse (``hurt``), paired by dataset/id/seed."""
         df = self.records()
         df = df[df["status"] != "error"]
-        off = {(r.dataset, r.question_id, r.seed): bool(r.correct) for r in df[df["mode"] == "off"].itertuples()}
+        seed = df["seed"].map(lambda x: "greedy" if x is None or x != x else str(x))
+        df = df.assign(seed=seed, correct=df["correct"].map(truthy))
+        off = {(r.dataset, r.question_id, r.seed): r.correct for r in df[df["mode"] == "off"].itertuples()}
         acc: dict[str, dict[str, Any]] = {}
         for r in df[df["mode"] == "on"].itertuples():
             base = off.get((r.dataset, r.question_id, r.seed))
@@ -566,12 +586,12 @@ class Eval:
                 a = acc.setdefault(sid, {"skill_id": sid, "fired": 0, "on_correct": 0, "paired": 0, "helped": 0,
                                          "hurt": 0, "datasets": set()})
                 a["fired"] += 1
-                a["on_correct"] += bool(r.correct)
+                a["on_correct"] += r.correct
                 a["datasets"].add(r.dataset)
                 if base is not None:
                     a["paired"] += 1
-                    a["helped"] += bool(r.correct) and not base
-                    a["hurt"] += base and not bool(r.correct)
+                    a["helped"] += r.correct and not base
+                    a["hurt"] += base and not r.correct
         rows = [{**a, "net": a["helped"] - a["hurt"], "datasets": ", ".join(sorted(a["datasets"]))} for a in acc.values()]
         cols = ["skill_id", "fired", "on_correct", "paired", "helped", "hurt", "net", "datasets"]
         out = pd.DataFrame(rows, columns=cols)

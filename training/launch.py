@@ -29,8 +29,10 @@ ROLES = ("proposer", "solver")
 
 
 class TrainerProcesses:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, launcher: list[str] | None = None, gpus: dict[str, str] | None = None) -> None:
         self.run_dir = run_dir
+        self.launcher = launcher or []
+        self.gpus = gpus or {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
 
@@ -40,11 +42,14 @@ class TrainerProcesses:
         for role in ROLES:
             log = self.run_dir / "logs" / f"{role}-trainer.log"
             self.logs[role] = log
+            cmd = ([*self.launcher, "-m", "training.trainer"] if self.launcher
+                   else [sys.executable, "-m", "training.trainer"]) + [str(self.run_dir), "--role", role]
+            role_env = dict(env, CUDA_VISIBLE_DEVICES=self.gpus[role]) if role in self.gpus else env
             self.procs[role] = subprocess.Popen(
-                [sys.executable, "-m", "training.trainer", str(self.run_dir), "--role", role],
-                stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, env=role_env, start_new_session=True,
                 cwd=Path(__file__).resolve().parent.parent,
             )
+        (self.run_dir / "sync").mkdir(exist_ok=True)
         (self.run_dir / "sync" / "trainer_pids.json").write_text(json.dumps({r: p.pid for r, p in self.procs.items()}))
 
     def dead(self) -> str | None:
@@ -193,7 +198,7 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
     ensure_models(cfg)
     console.print(f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}")
     t0 = time.time()
-    trainers = TrainerProcesses(run_dir)
+    trainers = TrainerProcesses(run_dir, cfg.train.trainer_launcher, cfg.train.trainer_gpus)
     rows: list[dict[str, Any]] = []
     mpath = run_dir / "metrics.jsonl"
     if mpath.exists():

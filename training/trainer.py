@@ -62,6 +62,18 @@ def passthrough_reward(prompts: list, completions: list, reward: list[float], **
     return [float(r) for r in reward]
 
 
+def vllm_server_args(pcfg: Any, role: str) -> dict[str, Any]:
+    """TRL server mode: this trainer syncs weights (NCCL) into its own `vllm serve` process, which the
+    orchestrator also generates from; each role gets its own group port."""
+    if pcfg.backend != "openai" or not pcfg.base_url:
+        raise ValueError(f"train.use_vllm needs {role}_policy.backend 'openai' with the vLLM base_url")
+    return {
+        "vllm_mode": "server",
+        "vllm_server_base_url": pcfg.base_url.removesuffix("/").removesuffix("/v1"),
+        "vllm_group_port": 51216 + (0 if role == "solver" else 1),
+    }
+
+
 def latest_checkpoint(out_dir: Path) -> str | None:
     ckpts = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     return str(ckpts[-1]) if ckpts else None
@@ -113,10 +125,11 @@ def main(argv: list[str] | None = None) -> None:
         report_to=[] if cfg.train.report_to == "none" else [cfg.train.report_to],
         seed=cfg.seed,
         use_vllm=cfg.train.use_vllm,
+        **(vllm_server_args(pcfg, role) if cfg.train.use_vllm else {}),
         shuffle_dataset=False,
         disable_tqdm=True,
     )
-    path = resolve_policy_model(pcfg.model)
+    path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype))
 
