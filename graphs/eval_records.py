@@ -114,3 +114,29 @@ def check_settings_file(out_dir: Path, identity: dict[str, Any], overwrite: bool
             lines = "\n".join(f"  {k}: was {json.dumps(old.get(k))}, now {json.dumps(new.get(k))}" for k in diff)
             raise EvalError(f"{out_dir} holds records made with other settings:\n{lines}\n"
                             "use another --name, or --overwrite to discard those records")
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def weights_fingerprint(model: str) -> str | None:
+    """A cheap fingerprint (file names, sizes, mtimes) of a local model directory's weight files, so that
+    retrained weights under the same path do not reuse old records. None for hub ids and 'embedded'
+    (immutable) and for directories that do not exist (yet)."""
+    if model == "embedded":
+        return None
+    if model == "embedded-warm":
+        from sesa_graph.embedded import resolve_policy_model
+
+        try:
+            model = resolve_policy_model(model)
+        except FileNotFoundError:
+            return None
+    path = Path(model)
+    if not path.is_dir():
+        return None
+    h = hashlib.sha1()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES)):
+        st = f.stat()
+        h.update(f"{f.relative_to(path)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]

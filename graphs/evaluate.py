@@ -27,7 +27,6 @@ eval stops; what finished is kept.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -125,7 +124,8 @@ class EvalSettings(BaseModel):
         (The bank is checked per record: mode-off records stay valid when a bank is added.)"""
         p = self.policy
         return {
-            "model": p.model, "backend": p.backend, "base_url": p.base_url, "dtype": p.dtype,
+            "model": p.model, "weights": weights_fingerprint(p.model) if p.backend == "local" else None,
+            "backend": p.backend, "base_url": p.base_url, "dtype": p.dtype,
             "search": self.search.model_dump(mode="json", exclude={"timeout_s", "retries", "backoff_s", "device",
                                                                    "encode_batch_size"}),
             "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),

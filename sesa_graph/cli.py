@@ -14,6 +14,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from sesa_graph import runs_cli
+from sesa_graph.memory.cli import bank_app
 from tools.cli import search_app
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -25,6 +27,8 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(search_app, name="search", help="Search the corpus, or serve a backend over HTTP.")
+app.add_typer(bank_app, name="bank", help="Inspect, diff, export and prime skill banks.")
+runs_cli.register(app)
 policy_app = typer.Typer(help="Policy utilities.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
 config_app = typer.Typer(help="Inspect run configs.", no_args_is_help=True)
@@ -190,8 +194,21 @@ def propose(
     console.print(f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}")
 
 
+def build_app() -> typer.Typer:
+    """Add the commands that live in upper layers (graphs, training); imported here, not at module level,
+    so this module only imports down."""
+    from graphs.eval_cli import eval_app
+    from training.warmup import warmup_command
+
+    if not getattr(app, "_sesa_full", False):
+        app.add_typer(eval_app, name="eval", help="Benchmark a solver (SESA-Off / On / placebo); compare two evals.")
+        app.command("warmup")(warmup_command)
+        app._sesa_full = True  # type: ignore[attr-defined]
+    return app
+
+
 def main() -> None:  # pragma: no cover - console entry
-    app()
+    build_app()()
 
 
 if __name__ == "__main__":  # pragma: no cover
