@@ -103,15 +103,16 @@ def main() -> None:
     ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     ap.add_argument("--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory")
     ap.add_argument("--concurrency", type=int, default=16, help="rollouts in flight (micro-batched)")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)")
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
     ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
     args = ap.parse_args()
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    from training.warmup import auto_threads
+
+    torch.set_num_threads(args.threads or auto_threads())
     from sesa_graph.config import SolverConfig
     from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
     from sesa_graph.policy.local import LocalPolicy

@@ -122,14 +122,14 @@ def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSe
     from sesa_graph.config import load_config
 
     base = load_config(config) if config is not None else None
-    src_cfg = f"config {config}" if config is not None else "default"
-    sections: dict[str, dict[str, Any]] = {
-        "policy": base.solver_policy.model_dump() if base else {},
-        "search": base.search.model_dump() if base else {},
-        "solver": base.solver.model_dump() if base else {},
-        "judge": base.judge.model_dump() if base else {},
+    src_cfg = f"config {config}"
+    sections: dict[str, dict[str, Any]] = {  # only what the config file sets: the rest stays a default
+        "policy": base.solver_policy.model_dump(exclude_unset=True) if base else {},
+        "search": base.search.model_dump(exclude_unset=True) if base else {},
+        "solver": base.solver.model_dump(exclude_unset=True) if base else {},
+        "judge": base.judge.model_dump(exclude_unset=True) if base else {},
     }
-    sources: dict[str, str] = {}
+    sources = {f"{sec}.{k}": src_cfg for sec, d in sections.items() for k in d}
     top: dict[str, Any] = {}
     for key, value in flags.items():
         if value is None:
@@ -153,10 +153,6 @@ def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSe
             raise typer.BadParameter(f"--judge {judge!r}: use none, policy or an http(s):// endpoint URL")
     judge_cfg = JudgeConfig(**sections["judge"])
     policy_cfg = PolicyConfig(**sections["policy"])
-    if judge_cfg.kind == "policy" and policy_cfg.backend == "local" and flags.get("judge.timeout_s") is None:
-        # judge requests queue behind the solver's batches on a local policy; 30 s would fail them
-        judge_cfg = judge_cfg.model_copy(update={"timeout_s": 600.0})
-        sources["judge.timeout_s"] = "eval default for a local policy judge"
     if "name" not in top:
         from graphs.evaluate import default_name
 
@@ -164,11 +160,13 @@ def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSe
         sources["name"] = "from --model"
     settings = EvalSettings(**top, policy=policy_cfg, search=SearchConfig(**sections["search"]),
                             solver=SolverConfig(**sections["solver"]), judge=judge_cfg)
+    if settings.judge.timeout_s != judge_cfg.timeout_s:
+        sources["judge.timeout_s"] = "eval default for a local policy judge"
     rows = []
     for key, value in settings.model_dump(mode="json").items():
         if isinstance(value, dict):
             for leaf, v in value.items():
-                rows.append((f"{key}.{leaf}", repr(v), sources.get(f"{key}.{leaf}", src_cfg)))
+                rows.append((f"{key}.{leaf}", repr(v), sources.get(f"{key}.{leaf}", "default")))
         else:
             rows.append((key, repr(value), sources.get(key, "default")))
     return settings, rows
@@ -245,7 +243,7 @@ def eval_main(
     seeds: Annotated[int | None, typer.Option(help=_h(_E, "seeds"))] = None,
     concurrency: Annotated[int | None, typer.Option(help=_h(_E, "concurrency"))] = None,
     max_errors: Annotated[int | None, typer.Option(help=_h(_E, "max_errors"))] = None,
-    target_pool: Annotated[list[Path] | None, typer.Option(help=_h(_E, "target_pool"))] = None,
+    target_pool: Annotated[list[str] | None, typer.Option(help=_h(_E, "target_pool"))] = None,
     name: Annotated[str | None, typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
     out_root: Annotated[Path | None, typer.Option(help=_h(_E, "out_root"))] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML whose solver_policy, "

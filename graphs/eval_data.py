@@ -260,9 +260,13 @@ _POOL_KEYS = ("question", "sys_question_example", "ground_truth", "target", "ans
 
 
 def read_target_pool(path: str | Path) -> list[tuple[str, str]]:
-    """(label, text) pairs of a training target pool: JSONL rows (SSP's ``{"ground_truth",
-    "sys_question_example", "search_turns"}``, or ``question``/``target``/``answer`` fields), or a plain
-    text file with one target per line."""
+    """(label, text) pairs of a training target pool: ``embedded`` (the pool ``sesa_graph.targets``
+    builds from the embedded corpus), JSONL rows (SSP's ``{"ground_truth", "sys_question_example",
+    "search_turns"}``, or ``question``/``target``/``answer`` fields), or one target per line."""
+    if str(path) == "embedded":
+        from sesa_graph.targets import build_embedded_pool
+
+        return [(f"embedded pool #{i}", t.answer) for i, t in enumerate(build_embedded_pool())]
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"target pool {path} does not exist")

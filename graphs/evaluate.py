@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 BankMode = Literal["off", "on", "placebo"]
 BANK_MODES: tuple[str, ...] = ("off", "on", "placebo")
+LOCAL_JUDGE_TIMEOUT_S = 600.0
 
 
 class EvalSettings(BaseModel):
@@ -90,12 +91,14 @@ class EvalSettings(BaseModel):
     concurrency: int = Field(16, ge=1, description="Questions in flight at once.")
     max_errors: int = Field(10, ge=0, description="Stop after more than this many failed rollouts (search "
                             "errors, exceptions) or failed LLM judgments; the results so far are kept.")
-    target_pool: list[Path] = Field(default_factory=list, description="Training target pool file(s) (JSONL "
-                                    "or one target per line) to check for eval questions (hygiene).")
+    target_pool: list[str] = Field(default_factory=list, description="Training target pool(s) to check for eval "
+                                   "questions (hygiene): 'embedded' (the pool built from the embedded corpus), "
+                                   "an SSP pool JSONL, or a file with one target per line.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="The search tool.")
     solver: SolverConfig = Field(default_factory=SolverConfig, description="The solver loop.")
-    judge: JudgeConfig = Field(default_factory=lambda: JudgeConfig(kind="none"), description="Answer scoring.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Answer scoring (default: exact match, "
+                               "else the solver policy as LLM judge, as in the paper's protocol).")
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalSettings:
@@ -107,6 +110,10 @@ class EvalSettings(BaseModel):
         if needs and self.bank is None:
             raise ValueError(f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "
                              "directory or a run directory with memory/)")
+        if (self.judge.kind == "policy" and self.policy.backend == "local"
+                and "timeout_s" not in self.judge.model_fields_set):
+            # judge requests queue behind the solver's batches on a local policy: 30 s would fail them
+            self.judge = self.judge.model_copy(update={"timeout_s": LOCAL_JUDGE_TIMEOUT_S})
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
             raise ValueError(f"eval name {self.name!r}: use letters, digits, '.', '_' and '-' only")
         return self

@@ -13,14 +13,14 @@ from __future__ import annotations
 import html
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 
-from sesa_graph.runs import FAILURE_KINDS, Eval, Run, open_dir, truthy
+from sesa_graph.runs import FAILURE_KINDS, Eval, Run, missing, open_dir, truthy
 
 KIND_ORDER = ("correct", "wrong_gold_retrieved", "wrong_gold_not_retrieved", "wrong_retrieval_unknown",
               "max_turns", "malformed", "search_error", "error")
@@ -28,8 +28,8 @@ KIND_COLOURS = {"correct": "#2da44e", "wrong_gold_retrieved": "#fb8f44", "wrong_
                 "wrong_retrieval_unknown": "#d4a72c", "max_turns": "#8250df", "malformed": "#cf222e",
                 "search_error": "#6e7781", "error": "#24292f"}
 KIND_LABELS = {"correct": "correct", "wrong_gold_retrieved": "wrong, gold retrieved",
-               "wrong_gold_not_retrieved": "wrong, gold never retrieved", "wrong_retrieval_unknown": "wrong (docs ?)",
-               "max_turns": "max turns", "malformed": "malformed", "search_error": "search error", "error": "error"}
+               "wrong_gold_not_retrieved": "wrong, gold never retrieved",
+               "wrong_retrieval_unknown": "wrong (docs not recorded)", "max_turns": "max turns", "malformed": "malformed", "search_error": "search error", "error": "error"}
 MODE_COLOURS = {"off": "#8c959f", "on": "#0969da", "placebo": "#d4a72c"}
 PROPOSER, SOLVER = "#8250df", "#0969da"
 
@@ -95,8 +95,10 @@ def fig_proposals(run: Run) -> Any:
         fig, ax = _figure()
         ax.bar(m["step"], valid, color="#2da44e", label="valid")
         ax.bar(m["step"], invalid, bottom=valid, color="#cf222e", alpha=0.75, label="invalid")
-        ax.plot(m["step"], pd.to_numeric(m["reused_groups"], errors="coerce").fillna(0), "D", color="#24292f",
-                ms=4, label="solver groups from the reuse pool")
+        reused = pd.to_numeric(m["reused_groups"], errors="coerce").fillna(0)
+        if reused.sum():
+            ax.plot(m["step"][reused > 0], reused[reused > 0], "D", color="#24292f", ms=5,
+                    label="solver groups from the reuse pool")
         rate = pd.to_numeric(m["valid_rate"], errors="coerce").mean()
         ax.set(title=f"Proposals per step (valid rate {_num(rate * 100, '{:.0f}')}% overall)", xlabel="step",
                ylabel="proposals")
@@ -218,6 +220,8 @@ def fig_bank(run: Run) -> Any:
             a2.bar(c["step"] - w / 2, c["consolidation_admitted"], width=w, color="#2da44e", alpha=0.5, label="admitted")
             a2.bar(c["step"] + w / 2, c["consolidation_evicted"], width=w, color="#cf222e", alpha=0.5, label="evicted")
             a2.set_ylabel("skills per consolidation")
+            top = max(c["consolidation_admitted"].max(), c["consolidation_evicted"].max())
+            a2.set_ylim(0, top * 2.5)  # keep the bars in the lower part, under the size line
             a2.grid(False)
             a2.spines["right"].set_visible(True)
             h1, l1 = ax.get_legend_handles_labels()
@@ -278,8 +282,8 @@ def fig_skills(run: Run, top: int = 12) -> Any:
         ax.barh(y, -sk["hurt"], color="#cf222e", label="hurt (wrong answer)")
         ax.set_yticks(list(y), [f"{i} ({n}x)" for i, n in zip(sk["id"], sk["retrieved"])])
         ax.axvline(0, color="#57606a", lw=0.8)
-        ax.set(title=f"Most retrieved skills (Nx = times retrieved)", xlabel="hurt  ←  rollouts  →  helpful")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.set(title="Most retrieved skills (Nx = times retrieved)", xlabel="hurt  ←  rollouts  →  helpful")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     return fig
 
 
@@ -307,12 +311,12 @@ def fig_eval_scores(ev: Eval, metric: str = "score") -> Any:
             vals = pd.to_numeric(t[m], errors="coerce")
             ax.bar(x, vals.fillna(0), width=w, color=MODE_COLOURS.get(m, "#57606a"), label=f"{m} ({metric})")
             for xi, v, n in zip(x, vals, t[f"n_{m}"]):
-                if v == v:
+                if not missing(v):
                     ax.text(xi, v + 0.5, f"{v:.0f}\nn={n}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(t)), list(t["dataset"]))
         top = pd.to_numeric(t[modes].stack(), errors="coerce").max()
         ax.set(title=f"Eval {ev.name}: {metric} per dataset and bank mode", ylabel=f"{metric} (%)",
-               ylim=(0, max(10.0, (top if top == top else 0) * 1.3)))
+               ylim=(0, max(10.0, (0 if missing(top) else top) * 1.3)))
         ax.legend()
     return fig
 
@@ -363,7 +367,7 @@ def _num(x: Any, fmt: str = "{:.2f}") -> str:
         v = float(x)
     except (TypeError, ValueError):
         return "–"
-    return "–" if v != v else fmt.format(v)
+    return "–" if missing(v) else fmt.format(v)
 
 
 def _table(head: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
@@ -406,12 +410,11 @@ def _taxonomy(df: pd.DataFrame, by: str | None = None) -> str:
             ex = sub[sub["failure"] == kind].iloc[0]
             n = int((sub["failure"] == kind).sum())
             what = FAILURE_KINDS.get(kind, "") if kind != "correct" else "answered correctly"
+            final = ex["final"] if isinstance(ex["final"], str) else "(none)"
             example = (f"<code>{_e(ex['id'])}</code><br>Q: {_e(str(ex['question'])[:160])}<br>"
-                       f"A: {_e(ex['final'] if ex['final'] is not None else '(none)')} · gold: "
-                       f"{_e(' | '.join(ex['golds']))}")
-            cells = ([_e(key)] if by else []) + [f'<span style="color:{KIND_COLOURS[kind]}">■</span> '
-                                                  f"{_e(KIND_LABELS[kind])}", n,
-                                                  f"{100 * n / (total or len(sub)):.0f}%", _e(what), example]
+                       f"A: {_e(final)} · gold: {_e(' | '.join(ex['golds']))}")
+            label = f'<span style="color:{KIND_COLOURS[kind]}">■</span> {_e(KIND_LABELS[kind])}'
+            cells = ([_e(key)] if by else []) + [label, n, f"{100 * n / (total or len(sub)):.0f}%", _e(what), example]
             rows.append(cells)
     head = ([by] if by else []) + ["outcome", "rollouts", "share", "meaning", "first example"]
     off = 1 if by else 0
@@ -454,7 +457,7 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
     pending = run.pending_steps()
     state = ("finished", "#1a7f37") if run.finished else ("in progress", "#bf8700")
     mem = (cfg.get("memory") or {}).get("mode", "?")
-    mean = lambda col: _num(pd.to_numeric(m[col], errors="coerce").mean()) if len(m) else "–"  # noqa: E731
+    mean = lambda col: _num(pd.to_numeric(m[col], errors="coerce").mean()) if len(m) else "–"
     groups = _groups(run)
     frontier = f"{100 * ((groups['p'] > 0) & (groups['p'] < 1)).mean():.0f}%" if len(groups) else "–"
     bank = pd.to_numeric(m["bank_size"], errors="coerce") if len(m) else pd.Series(dtype=float)
@@ -490,13 +493,14 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
             "hops": "proposer questions by hop count", "hops_success": "solver success by hop count",
             "invalid_reasons": "why proposals were invalid", "skills": "most retrieved skills: helpful vs hurt"}
     body += ["<h2>Plots</h2>", _figs_html(saved, empty, caps)]
+    n_guided = int(solver["skill_ids"].map(len).gt(0).sum()) if len(solver) else 0
     body += ["<h2>How solver rollouts ended</h2>", _taxonomy(solver),
              f'<p class="muted">guided but failed (skills in the prompt, not correct): {len(guided_failed)} of '
-             f"{int(solver['skill_ids'].map(len).gt(0).sum()) if len(solver) else 0} guided rollouts.</p>"]
+             f"{n_guided} guided rollouts.</p>"]
     sk = run.skills()
     if len(sk) and sk["retrieved"].sum() > 0:
         used = sk[sk["retrieved"] > 0]
-        rows = lambda d: [[f"<code>{_e(r.id)}</code>", _e(r.category), r.retrieved, r.helpful, r.hurt, r.score,  # noqa: E731
+        rows = lambda d: [[f"<code>{_e(r.id)}</code>", _e(r.category), r.retrieved, r.helpful, r.hurt, r.score,
                            _e(str(r.description)[:140])] for r in d.itertuples()]
         head = ["skill", "category", "retrieved", "helpful", "hurt", "helpful - hurt", "description"]
         body += ["<h2>Skills</h2><p><b>most helpful</b></p>",
@@ -512,8 +516,8 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
     if len(m):
         rows = []
         for r in m.tail(12).to_dict("records"):
-            c = f"v{r['consolidation_version']}: +{r['consolidation_admitted']} −{r['consolidation_evicted']}" \
-                if r.get("consolidation_version") is not None else ""
+            c = (f"v{int(r['consolidation_version'])}: +{int(r['consolidation_admitted'])} "
+                 f"−{int(r['consolidation_evicted'])}") if pd.notna(r.get("consolidation_version")) else ""
             rows.append([r["step"], f"{r.get('valid_proposals', 0)}/{r.get('items', 0)}", r.get("reused_groups", 0),
                          _num(r.get("proposer_reward_mean")), _num(r.get("solver_reward_mean")),
                          _e(", ".join(f"{k} {v}" for k, v in (r.get("solver_status") or {}).items())),

@@ -31,236 +31,44 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from sesa_graph.scoring import contains_answer
+from sesa_graph.run_files import (
+    BANK_DIRS,
+    COLUMNS,
+    FAILURE_KINDS,
+    NUMERIC,
+    ROLES,
+    TOKEN_COLUMNS,
+    BankFiles,
+    RunNotFoundError,
+    as_list,
+    docs_contain,
+    eval_searches,
+    failure_kind,
+    failure_table,
+    find_bank,
+    loads,
+    missing,
+    not_found,
+    read_json,
+    read_jsonl_lines,
+    rollout_frame,
+    seed_key,
+    select,
+    skill_frame,
+    truthy,
+)
 from sesa_graph.trace import Trace
 
-ROLES = ("proposer", "solver")
-TOKEN_COLUMNS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
-BANK_DIRS = ("bank", "memory")  # where a run keeps its skill bank (the orchestrator writes bank/)
-
-COLUMNS = (
-    "id", "role", "step", "question_id", "group_id", "sample", "dataset", "mode", "status", "error", "final",
-    "question", "golds", "target", "hops", "skill_ids", "skill_bank_version", "valid", "invalid_reason",
-    "correct", "reward", "score", "em", "f1", "judge_method", "judge_raw", "success_rate", "n_turns",
-    "n_searches", "trainable", "selected", "reused", "policy_version", "failure", "gold_retrieved",
-    "turns_json", "searches_json",
-)
-"""Columns of every rollout frame. ``golds``: the gold answers (a run's solver gold is its ``target``);
-``reward``: the trained reward (an eval: the judge score); ``failure``: see :data:`FAILURE_KINDS`;
-``gold_retrieved``: a gold answer occurs in a retrieved document (None when documents were not recorded)."""
-
-FAILURE_KINDS = {
-    "malformed": "broke the tag protocol (no well-formed answer)",
-    "max_turns": "ran out of turns or tokens still searching",
-    "search_error": "the search tool failed",
-    "error": "the rollout raised (not a search failure)",
-    "wrong_gold_retrieved": "answered wrongly although a retrieved document contains the gold answer",
-    "wrong_gold_not_retrieved": "answered wrongly; no retrieved document contains the gold answer",
-    "wrong_retrieval_unknown": "answered wrongly; the retrieved documents were not recorded",
-}
-"""The failure taxonomy of solver rollouts (``failure`` column; ``correct`` for successes, None for proposers)."""
-
-
-class RunNotFoundError(FileNotFoundError):
-    """A path that is not a run (or eval) directory; the message names what is missing."""
-
-
-# ---- small readers ---------------------------------------------------------------------------------------
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def read_jsonl_lines(path: Path) -> list[dict[str, Any]]:
-    """The parseable JSON objects of a JSONL file; a line being written (torn) is skipped."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.strip():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
-def _as_list(v: Any) -> list:
-    if v is None or (isinstance(v, float) and v != v):
-        return []
-    return [x for x in v] if not isinstance(v, str) else [v]
-
-
-def _loads(text: Any, default: Any) -> Any:
-    if not isinstance(text, str) or not text:
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default
-
-
-def truthy(v: Any) -> bool:
-    """A flag from a frame cell: None and NaN are False."""
-    return v is not None and not (isinstance(v, float) and v != v) and bool(v)
-
-
-def docs_contain(searches: Sequence[dict[str, Any]] | None, golds: Sequence[str]) -> bool | None:
-    """Whether any retrieved document (title or text) contains a gold answer; None if none were recorded."""
-    if searches is None or any(s.get("docs") is None for s in searches):
-        return None
-    return any(contains_answer(d.get("title"), golds) or contains_answer(d.get("text"), golds)
-               for s in searches for d in s.get("docs") or [])
-
-
-def failure_kind(status: str | None, correct: Any, gold_retrieved: bool | None, error: str | None = None) -> str:
-    """``correct`` or one of :data:`FAILURE_KINDS` for one solver rollout."""
-    if truthy(correct):
-        return "correct"
-    if status in ("malformed", "max_turns", "search_error"):
-        return status
-    if status == "error":
-        return "search_error" if (error or "").startswith("search_error") else "error"
-    if gold_retrieved is None:
-        return "wrong_retrieval_unknown"
-    return "wrong_gold_retrieved" if gold_retrieved else "wrong_gold_not_retrieved"
-
-
-def select(df: pd.DataFrame, *, role: str | None = None, status: str | Iterable[str] | None = None,
-           dataset: str | Iterable[str] | None = None, mode: str | Iterable[str] | None = None,
-           failure: str | Iterable[str] | None = None, skill: str | None = None, correct: bool | None = None,
-           min_reward: float | None = None, max_reward: float | None = None,
-           step: int | Iterable[int] | None = None, guided: bool | None = None) -> pd.DataFrame:
-    """Rows of a rollout frame that match every filter given (a str filter may also be a list of values).
-
-    ``skill``: that skill id was in the prompt; ``guided``: any skill was in the prompt (or none, False)."""
-    mask = pd.Series(True, index=df.index)
-    for col, want in (("role", role), ("status", status), ("dataset", dataset), ("mode", mode),
-                      ("failure", failure), ("step", step)):
-        if want is not None:
-            values = [want] if isinstance(want, (str, int)) else list(want)
-            mask &= df[col].isin(values)
-    if skill is not None:
-        mask &= df["skill_ids"].map(lambda ids: skill in _as_list(ids)).astype(bool)
-    if guided is not None:
-        mask &= df["skill_ids"].map(lambda ids: bool(len(_as_list(ids))) == guided).astype(bool)
-    if correct is not None:
-        mask &= df["correct"].map(truthy).astype(bool) == correct
-    if min_reward is not None:
-        mask &= df["reward"].astype(float) >= min_reward
-    if max_reward is not None:
-        mask &= df["reward"].astype(float) <= max_reward
-    return df[mask].reset_index(drop=True)
-
-
-def failure_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
-    """Counts and shares of each outcome (``correct`` and :data:`FAILURE_KINDS`) in a rollout frame,
-    optionally per value of column ``by`` (e.g. ``mode`` or ``dataset``); proposer rows are left out."""
-    df = df[df["role"] != "proposer"] if len(df) else df
-    cols = ([by] if by else []) + ["outcome", "n", "share", "meaning"]
-    rows = []
-    for key, sub in ([(None, df)] if by is None else list(df.groupby(by, sort=True))):
-        counts = sub["failure"].value_counts()
-        for kind in ("correct", *FAILURE_KINDS):
-            if counts.get(kind, 0):
-                rows.append(([key] if by else []) + [kind, int(counts[kind]), counts[kind] / len(sub),
-                                                     FAILURE_KINDS.get(kind, "answered correctly")])
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _frame(rows: list[dict[str, Any]], extra: Sequence[str] = ()) -> pd.DataFrame:
-    cols = list(COLUMNS) + [c for c in extra if c not in COLUMNS]
-    df = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    return df
-
-
-def _skill_frame(skills: list[dict[str, Any]]) -> pd.DataFrame:
-    cols = ["id", "category", "source", "seed", "created_step", "retrieved", "helpful", "hurt", "score",
-            "description", "trigger", "avoid", "queries"]
-    rows = [{**s, "score": int(s.get("helpful", 0)) - int(s.get("hurt", 0))} for s in skills]
-    return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-
-
-class _Bank:
-    """A skill bank's plain files: live skills, snapshots and their reports (never Chroma)."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-
-    def _snap_paths(self) -> list[Path]:
-        return sorted((self.path / "snapshots").glob("v[0-9]*.jsonl")) if self.path else []
-
-    def live(self) -> list[dict[str, Any]]:
-        if self.path is None:
-            return []
-        live = read_jsonl_lines(self.path / "skills.jsonl")
-        if not live and self._snap_paths():
-            live = read_jsonl_lines(self._snap_paths()[-1])
-        return live
-
-    def snapshot(self, version: int) -> list[dict[str, Any]]:
-        if self.path is None:
-            return []
-        return read_jsonl_lines(self.path / "snapshots" / f"v{int(version):04d}.jsonl")
-
-    def skill_texts(self, ids: Sequence[str], version: Any = None) -> list[dict[str, Any]]:
-        """The skills with these ids as they were at bank ``version`` (else as they are now), in order, with
-        today's counters (``evicted`` set when the bank no longer has one); unknown ids as ``{id}``."""
-        live = {s["id"]: s for s in self.live()}
-        found: dict[str, dict[str, Any]] = {}
-        if version is not None and version == version:
-            try:
-                found = {s["id"]: s for s in self.snapshot(int(version))}
-            except (TypeError, ValueError):
-                pass
-        out = []
-        for i in ids:
-            s = dict(found.get(i) or live.get(i) or {"id": i})
-            if i in live:  # the text that was in the prompt, the counters as they are now
-                s.update({c: live[i].get(c, 0) for c in ("retrieved", "helpful", "hurt")})
-            elif len(s) > 1:
-                s["evicted"] = True
-            out.append(s)
-        return out
-
-    def history(self) -> pd.DataFrame:
-        rows, before = [], None
-        for p in self._snap_paths():
-            skills = read_jsonl_lines(p)
-            ids = {s["id"] for s in skills}
-            rep = _read_json(p.with_name(p.stem + ".report.json")) or {}
-            version = int(p.stem.lstrip("v"))
-            rejected = rep.get("rejected") or {}
-            rows.append({
-                "version": version, "step": rep.get("step", 0), "n_skills": len(skills),
-                "n_seed": sum(1 for s in skills if s.get("seed")),
-                "admitted": len(ids - before) if before is not None else 0,
-                "evicted": len(before - ids) if before is not None else 0,
-                "admitted_ids": sorted(ids - before) if before is not None else [],
-                "evicted_ids": sorted(before - ids) if before is not None else [],
-                "rejected": sum(rejected.values()) if isinstance(rejected, dict) else int(rejected or 0),
-                "picked": rep.get("picked", 0), "error": rep.get("error"),
-                "retrieved": sum(int(s.get("retrieved", 0)) for s in skills),
-                "helpful": sum(int(s.get("helpful", 0)) for s in skills),
-                "hurt": sum(int(s.get("hurt", 0)) for s in skills),
-            })
-            before = ids
-        cols = ["version", "step", "n_skills", "n_seed", "admitted", "evicted", "admitted_ids", "evicted_ids",
-                "rejected", "picked", "error", "retrieved", "helpful", "hurt"]
-        return pd.DataFrame(rows, columns=cols)
-
+__all__ = [
+    "COLUMNS", "FAILURE_KINDS", "Eval", "Run", "RunNotFoundError", "Trace", "docs_contain", "eval_searches",
+    "failure_kind", "failure_table", "latest", "missing", "open_dir", "open_eval", "open_run", "read_jsonl_lines",
+    "select", "truthy",
+]
 
 # ---- training runs ---------------------------------------------------------------------------------------
 
@@ -283,7 +91,7 @@ class Run:
         self.name = self.path.name
         self._shards: dict[Path, tuple[float, pd.DataFrame]] = {}
         bank = next((self.path / d for d in BANK_DIRS if (self.path / d).is_dir()), None)
-        self.bank = _Bank(bank)
+        self.bank = BankFiles(bank)
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "in progress"
@@ -301,7 +109,7 @@ class Run:
     @property
     def summary(self) -> dict[str, Any] | None:
         """summary.json (written when the run finished), else None."""
-        return _read_json(self.path / "summary.json")
+        return read_json(self.path / "summary.json")
 
     @property
     def finished(self) -> bool:
@@ -394,27 +202,28 @@ class Run:
                 p = self.path / "trajectories" / f"step-{s:05d}" / f"{r}.parquet"
                 if p.is_file():
                     rows += [self._row(rec) for rec in self._shard(p, tokens).to_dict("records")]
-        return select(_frame(rows, TOKEN_COLUMNS if tokens else ()), **filters)
+        return select(rollout_frame(rows, TOKEN_COLUMNS if tokens else ()), **filters)
 
     @staticmethod
     def _row(t: dict[str, Any]) -> dict[str, Any]:
         role = t.get("role")
-        verdict = _loads(t.get("verdict_json"), None) or {}
-        searches = _loads(t.get("searches_json"), [])
+        verdict = loads(t.get("verdict_json"), None) or {}
+        searches = loads(t.get("searches_json"), [])
         golds = [t.get("target")] if t.get("target") else []
         solver = role == "solver"
         retrieved = docs_contain(searches, golds) if golds else None
+        t = {k: (None if missing(v) and k not in NUMERIC else v) for k, v in t.items()}
         out = {**t,
                "id": f"{role}/{t.get('step')}/{t.get('question_id')}/{t.get('sample', 0)}",
                "dataset": "selfplay", "mode": None, "error": None, "golds": golds,
-               "skill_ids": [str(x) for x in _as_list(t.get("skill_ids"))],
+               "skill_ids": [str(x) for x in as_list(t.get("skill_ids"))],
                "score": verdict.get("score"), "em": verdict.get("em"), "f1": verdict.get("f1"),
                "judge_method": verdict.get("method"), "judge_raw": verdict.get("raw"),
                "gold_retrieved": retrieved,
                "failure": failure_kind(t.get("status"), t.get("correct"), retrieved) if solver else None}
         for c in TOKEN_COLUMNS:
             if c in out:
-                out[c] = _as_list(out[c])
+                out[c] = as_list(out[c])
         return out
 
     def rollout(self, rollout_id: str) -> dict[str, Any]:
@@ -423,7 +232,7 @@ class Run:
         df = self.rollouts(role if role in ROLES else None, uncommitted=True)
         hit = df[df["id"] == rollout_id]
         if hit.empty:
-            raise KeyError(_not_found(rollout_id, df["id"].tolist(), f"run {self.path}"))
+            raise KeyError(not_found(rollout_id, df["id"].tolist(), f"run {self.path}"))
         return hit.iloc[0].to_dict()
 
     def trace(self, rollout_id: str) -> Trace:
@@ -435,11 +244,11 @@ class Run:
     # ---- the skill bank ---------------------------------------------------------------------------------
     def skills(self) -> pd.DataFrame:
         """The bank's skills with their counters as of the last step boundary (``skills.jsonl``)."""
-        return _skill_frame(self.bank.live())
+        return skill_frame(self.bank.live())
 
     def snapshot(self, version: int) -> pd.DataFrame:
         """The bank as committed at ``version`` (``snapshots/vNNNN.jsonl``)."""
-        return _skill_frame(self.bank.snapshot(version))
+        return skill_frame(self.bank.snapshot(version))
 
     def bank_history(self) -> pd.DataFrame:
         """One row per bank version: size, admitted / evicted (vs the previous snapshot), counters."""
@@ -465,19 +274,19 @@ class Eval:
         self.name = self.path.name
         bank = (self.report or {}).get("bank") or {}
         path = bank.get("path") or (self.settings.get("bank") if isinstance(self.settings, dict) else None)
-        self.bank = _Bank(_find_bank(Path(path)) if path else None)
+        self.bank = BankFiles(find_bank(Path(path)) if path else None)
 
     def __repr__(self) -> str:
         return f"Eval({str(self.path)!r}: {len(self._records())} records)"
 
     @property
     def settings(self) -> dict[str, Any]:
-        return (_read_json(self.path / "eval.json") or {}).get("settings", {})
+        return (read_json(self.path / "eval.json") or {}).get("settings", {})
 
     @property
     def report(self) -> dict[str, Any] | None:
         """report.json (written when the eval stopped), else None."""
-        return _read_json(self.path / "report.json")
+        return read_json(self.path / "report.json")
 
     @property
     def finished(self) -> bool:
@@ -493,22 +302,22 @@ class Eval:
         """One row per (question, mode, seed) in :data:`COLUMNS` plus ``seed``, ``queries``, ``bank``,
         ``model``, ``elapsed_s``; filtered by :func:`select`'s filters."""
         rows = [self._row(r) for r in self._records()]
-        return select(_frame(rows, ("seed", "queries", "bank", "model", "elapsed_s")), **filters)
+        return select(rollout_frame(rows, ("seed", "queries", "bank", "model", "elapsed_s")), **filters)
 
     @staticmethod
     def _row(r: dict[str, Any]) -> dict[str, Any]:
-        golds = [str(g) for g in _as_list(r.get("golds"))]
+        golds = [str(g) for g in as_list(r.get("golds"))]
         searches = eval_searches(r)
         retrieved = docs_contain(searches, golds)
-        turns = [{"text": t} for t in _as_list(r.get("trace"))]
+        turns = [{"text": t} for t in as_list(r.get("trace"))]
         return {
             **{k: v for k, v in r.items() if k not in ("searches", "turns", "trace")},
             "id": r.get("key"), "role": "solver", "step": None, "question_id": r.get("id"), "group_id": None,
             "sample": r.get("seed"), "final": r.get("prediction"), "golds": golds, "target": golds[0] if golds else "",
-            "skill_ids": [str(x) for x in _as_list(r.get("skill_ids"))], "skill_bank_version": r.get("bank_version"),
+            "skill_ids": [str(x) for x in as_list(r.get("skill_ids"))], "skill_bank_version": r.get("bank_version"),
             "reward": float(r.get("score") or 0.0), "n_turns": r.get("turns"),
-            "n_searches": len(searches) if searches is not None else len(_as_list(r.get("queries"))),
-            "queries": _as_list(r.get("queries")), "gold_retrieved": retrieved,
+            "n_searches": len(searches) if searches is not None else len(as_list(r.get("queries"))),
+            "queries": as_list(r.get("queries")), "gold_retrieved": retrieved,
             "failure": failure_kind(r.get("status"), r.get("correct"), retrieved, r.get("error")),
             "turns_json": json.dumps(turns), "searches_json": json.dumps(searches) if searches is not None else None,
         }
@@ -517,7 +326,7 @@ class Eval:
         df = self.records()
         hit = df[df["id"] == key]
         if hit.empty:
-            raise KeyError(_not_found(key, df["id"].tolist(), f"eval {self.path}"))
+            raise KeyError(not_found(key, df["id"].tolist(), f"eval {self.path}"))
         return hit.iloc[0].to_dict()
 
     def trace(self, key: str) -> Trace:
@@ -549,7 +358,7 @@ class Eval:
             rows.append(mean)
         out = pd.DataFrame(rows, columns=["dataset"] + [c for m in modes for c in (m, f"n_{m}")])
         if "off" in modes and "on" in modes:
-            out["on - off"] = [None if a is None or b is None or a != a or b != b else b - a
+            out["on - off"] = [None if missing(a) or missing(b) else b - a
                                for a, b in zip(out["off"], out["on"])]
         return out
 
@@ -561,7 +370,7 @@ class Eval:
                 f"failure_{b}", f"correct_{a}", f"correct_{b}", "change"]
         if df.empty:
             return pd.DataFrame(columns=cols)
-        df = df.assign(seed=df["seed"].map(lambda x: "greedy" if x is None or x != x else str(x)),
+        df = df.assign(seed=df["seed"].map(seed_key),
                        correct=df["correct"].map(truthy))
         keep = ["dataset", "question_id", "seed", "id", "failure", "correct"]
         left = df[df["mode"] == a][keep + ["question", "golds"]]
@@ -576,7 +385,7 @@ class Eval:
         right where Off was wrong (``helped``) and the reverse (``hurt``), paired by dataset/id/seed."""
         df = self.records()
         df = df[df["status"] != "error"]
-        seed = df["seed"].map(lambda x: "greedy" if x is None or x != x else str(x))
+        seed = df["seed"].map(seed_key)
         df = df.assign(seed=seed, correct=df["correct"].map(truthy))
         off = {(r.dataset, r.question_id, r.seed): r.correct for r in df[df["mode"] == "off"].itertuples()}
         acc: dict[str, dict[str, Any]] = {}
@@ -605,34 +414,6 @@ class Eval:
             return pd.DataFrame()
         t = pd.crosstab(pd.Series([p[0] for p in pairs], name="skill"), pd.Series([p[1] for p in pairs], name="dataset"))
         return t.loc[t.sum(axis=1).sort_values(ascending=False).index]
-
-
-def eval_searches(r: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """An eval record's searches as ``[{query, docs}]``; ``docs`` is None where the record kept only the
-    queries. (Records that keep documents may hold them as ``search_results`` or a list ``searches``.)"""
-    for key in ("search_results", "searches"):
-        v = r.get(key)
-        if isinstance(v, list) and all(isinstance(s, dict) for s in v):
-            return [{"query": s.get("query", ""), "docs": s.get("docs")} for s in v]
-    queries = _as_list(r.get("queries"))
-    return [{"query": q, "docs": None} for q in queries] if queries else []
-
-
-def _find_bank(path: Path) -> Path | None:
-    """A bank directory given it, a run directory, or ``<bank>@vN`` as eval records write it."""
-    path = Path(str(path).split("@v")[0])
-    for cand in (path, *(path / d for d in BANK_DIRS)):
-        if (cand / "snapshots").is_dir() or (cand / "skills.jsonl").is_file():
-            return cand
-    return None
-
-
-def _not_found(wanted: str, ids: list[str], where: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(wanted, ids, n=5, cutoff=0.5) or ids[:5]
-    return (f"no rollout {wanted!r} in {where} ({len(ids)} rollouts); "
-            + (f"ids look like: {', '.join(close)}" if close else "it has none yet"))
 
 
 # ---- opening -----------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ Both read only what runs and evals write (see :mod:`sesa_graph.runs`). Mount the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -23,15 +22,15 @@ err_console = Console(stderr=True)
 
 def trace_command(
     run: Path = typer.Argument(..., help="A run directory (runs/NAME) or an eval directory (evals/NAME)."),
-    rollout: Optional[str] = typer.Option(None, "--rollout", "-r", help="Rollout id to show (run: "
+    rollout: str | None = typer.Option(None, "--rollout", "-r", help="Rollout id to show (run: "
                                           "role/step/question_id/sample; eval: dataset/id/mode/seed). Without it, "
                                           "list the rollouts."),
-    role: Optional[str] = typer.Option(None, help="List only this role (proposer | solver)."),
-    status: Optional[str] = typer.Option(None, help="List only this status (answered, malformed, max_turns, ...)."),
-    failure: Optional[str] = typer.Option(None, help="List only this outcome (correct, wrong_gold_retrieved, "
+    role: str | None = typer.Option(None, help="List only this role (proposer | solver)."),
+    status: str | None = typer.Option(None, help="List only this status (answered, malformed, max_turns, ...)."),
+    failure: str | None = typer.Option(None, help="List only this outcome (correct, wrong_gold_retrieved, "
                                           "wrong_gold_not_retrieved, max_turns, malformed, search_error, ...)."),
     limit: int = typer.Option(40, help="List at most this many rollouts (the last ones)."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write the rollout as an HTML file."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the rollout as an HTML file."),
     plain: bool = typer.Option(False, "--plain", help="Plain text, no colour."),
 ) -> None:
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
@@ -52,13 +51,17 @@ def trace_command(
             console.print(f"{run}: no rollouts match (yet)")
             return
         t = Table(title=f"{run}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
-        for col in ("id", "status", "outcome", "reward", "skills", "question"):
-            t.add_column(col, overflow="ellipsis", no_wrap=True, min_width=12 if col == "question" else None)
-        for r in df.tail(limit).itertuples():
+        shown = df.tail(limit)
+        for col in ("id", "outcome", "reward", "skills"):
+            t.add_column(col, no_wrap=True)
+        wide = console.width >= 100
+        if wide:
+            t.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
+        for r in shown.itertuples():
             outcome = r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
             question = str(r.question or "") or f"(target: {r.target})"
             reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
-            t.add_row(str(r.id), str(r.status), str(outcome), reward, str(len(r.skill_ids)), question)
+            t.add_row(str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else []))
         console.print(t)
         console.print(f"show one: sesa trace {run} --rollout ID")
         return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ FAILURE_TEXT = {
 
 
 def _clean(v: Any) -> Any:
-    return None if v is None or (isinstance(v, float) and v != v) else v
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def _list(v: Any) -> list:
@@ -181,7 +182,7 @@ class Trace:
     def _segments(self) -> list[tuple[str, str]]:
         """(text, rich style) pieces; joined they are the plain-text rendering."""
         out: list[tuple[str, str]] = []
-        add = lambda text, style="": out.append((text, style))  # noqa: E731
+        add = lambda text, style="": out.append((text, style))
         add(f"══ {self.id} ══", "bold")
         add(f"  ({self.source})\n" if self.source else "\n", "dim")
         add(self._headline() + "\n", "cyan")
@@ -271,8 +272,9 @@ class Trace:
         ok = self._outcome() in ("correct", "valid question")
         colour = "#1a7f37" if ok else "#cf222e"
         box = "border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:6px 0;"
-        h: list[str] = [f'<div style="font-family:system-ui,sans-serif;font-size:13px;line-height:1.45;'
-                        f'max-width:1000px;border-left:4px solid {colour};padding-left:10px">']
+        outer = ("font-family:system-ui,sans-serif;font-size:13px;line-height:1.45;max-width:1000px;"
+                 f"border-left:4px solid {colour};padding-left:10px")
+        h: list[str] = [f'<div style="{outer}">']
         h.append(f'<div style="font-weight:600;font-size:14px">{e(self.id)} '
                  f'<span style="color:#57606a;font-weight:400">{e(self.source)}</span></div>')
         h.append(f'<div style="color:#0550ae">{e(self._headline())}</div>')

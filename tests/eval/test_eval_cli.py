@@ -4,7 +4,7 @@ import json
 
 import pytest
 import typer
-from conftest import ListSearch, ScriptedSolver
+from eval_fakes import ListSearch, ScriptedSolver
 from typer.testing import CliRunner
 
 from graphs.eval_cli import eval_app, resolve_settings
@@ -91,6 +91,13 @@ def test_settings_sources(tmp_path):
     assert s.solver.max_turns == 2 and src["solver.max_turns"] == ("2", "flag")
     assert s.judge.kind == "none" and src["judge.kind"][1] == f"config {cfg}"
     assert s.name == "embedded-warm" and src["name"] == ("'embedded-warm'", "from --model")
+    assert src["policy.model"][1] == f"config {cfg}" and src["solver.max_tokens_per_turn"][1] == "default"
+    cfg.write_text("judge:\n  kind: policy\n")  # a local policy judge gets the long timeout unless set
+    s, _ = resolve_settings(cfg, {})
+    assert s.judge.timeout_s == 600.0
+    cfg.write_text("judge:\n  kind: policy\n  timeout_s: 45\n")
+    s, _ = resolve_settings(cfg, {})
+    assert s.judge.timeout_s == 45.0
     s, rows = resolve_settings(None, {"judge.kind": "policy"})
     src = {k: (v, f) for k, v, f in rows}
     assert s.judge.timeout_s == 600.0 and src["judge.timeout_s"][1] == "eval default for a local policy judge"

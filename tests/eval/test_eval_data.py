@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import BENCHMARKS, write_jsonl
+from eval_fakes import BENCHMARKS, write_jsonl
 
 from graphs.eval_data import (
     DatasetError,
@@ -153,3 +153,10 @@ def test_hygiene_against_skills():
 def test_missing_pool_file(tmp_path):
     with pytest.raises(DatasetError, match="does not exist"):
         hygiene_report(Q, [tmp_path / "nope.jsonl"])
+
+
+def test_embedded_target_pool_has_no_benchmark_questions():
+    qs = [q for qs in load_datasets(None, BENCHMARKS, limit=20).values() for q in qs]
+    rep = hygiene_report(qs, ["embedded"])
+    (sec,) = rep["sections"]
+    assert sec["texts"] > 1000 and sec["normalized"] == 0 and rep["clean"]

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
+from eval_fakes import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
 from pydantic import ValidationError
 
 from graphs.evaluate import EvalError, EvalSettings, RecordStore, evaluate
@@ -251,7 +251,7 @@ async def test_failed_judgments_are_rejudged_on_resume(tmp_path, data_dir):
 async def test_target_pool_hygiene(tmp_path, data_dir):
     pool = write_jsonl(tmp_path / "pool.jsonl", [{"ground_truth": "Au", "sys_question_example":
                                                   "chemical symbol of gold answer ag"}])
-    out = await run(settings(tmp_path, data_dir, target_pool=[pool]))
+    out = await run(settings(tmp_path, data_dir, target_pool=[str(pool)]))
     (sec,) = out.report["hygiene"]["sections"]
     assert (sec["exact"], sec["normalized"]) == (0, 1)
 

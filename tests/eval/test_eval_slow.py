@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BENCHMARKS, USER_SESA_HOME
+from eval_fakes import BENCHMARKS, USER_SESA_HOME
 
 from graphs.evaluate import EvalSettings, evaluate
 from sesa_graph.config import JudgeConfig, SolverConfig

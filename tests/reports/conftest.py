@@ -186,8 +186,7 @@ def build_run(root: Path, name: str = "tiny") -> Path:
         metrics.append(line)
     bank.close()
     with open(run / "metrics.jsonl", "w") as f:
-        for m in metrics:
-            f.write(json.dumps(m) + "\n")
+        f.writelines(json.dumps(m) + "\n" for m in metrics)
     return run
 
 

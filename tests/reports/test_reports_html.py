@@ -1,0 +1,71 @@
+"""`sesa report`: the PNGs and the one-page HTML summary of a run and of an eval."""
+
+import re
+import shutil
+
+import pytest
+
+from sesa_graph import report, runs
+
+
+def _images(html_path):
+    return re.findall(r'<img src="([^"]+)"', html_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def run_report(dirs, tmp_path_factory):
+    d = tmp_path_factory.mktemp("rep") / "tiny"
+    shutil.copytree(dirs["run"], d)
+    return report.write_report(d)
+
+
+def test_run_report_files(run_report):
+    assert run_report.name == "report.html" and run_report.is_file()
+    pngs = {p.name for p in (run_report.parent / "plots").glob("*.png")}
+    assert pngs == {f"{n}.png" for n in report.RUN_FIGURES}  # the tiny run has data for every plot
+    imgs = _images(run_report)
+    assert sorted(imgs) == sorted(f"plots/{n}" for n in pngs)  # every PNG is on the page, every image exists
+    for p in (run_report.parent / "plots").glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_run_report_content(run_report):
+    h = run_report.read_text()
+    assert "Run tiny" in h and "in progress" in h
+    assert "steps 4 have trajectories but are not committed yet" in h
+    assert "wrong, gold retrieved" in h and "wrong, gold never retrieved" in h and "guided but failed" in h
+    assert "most helpful" in h and "Bank versions" in h
+    assert "solver/0/0-0/0" in h and "<details open>" in h  # an example trace, the first one open
+    assert "&lt;Salome&gt;" in h and "<Salome>" not in h
+
+
+def test_eval_report(dirs, tmp_path):
+    d = tmp_path / "ev"
+    shutil.copytree(dirs["eval"], d)
+    out = report.write_report(d)
+    assert {p.name for p in (d / "plots").glob("*.png")} == {"scores.png", "outcomes.png"}
+    assert all((d / src).is_file() for src in _images(out))
+    h = out.read_text()
+    assert "Eval ev" in h and "on - off" in h and "+33.3" in h and "seed-bridge-entity" in h
+    assert (d / "report.json").is_file() and (d / "report.md").is_file()  # the eval's own report is untouched
+
+
+@pytest.mark.parametrize("key", ["empty_run", "empty_eval"])
+def test_report_of_an_empty_dir(dirs, tmp_path, key):
+    d = tmp_path / key
+    shutil.copytree(dirs[key], d)
+    out = report.write_report(d)
+    assert out.is_file() and _images(out) == [] and not list((d / "plots").glob("*.png"))
+    assert "nothing to plot yet" in out.read_text()
+
+
+def test_figures_of_an_empty_run_are_none(dirs):
+    run = runs.open_run(dirs["empty_run"])
+    assert all(fn(run) is None for fn in report.RUN_FIGURES.values())
+    ev = runs.open_eval(dirs["empty_eval"])
+    assert all(fn(ev) is None for fn in report.EVAL_FIGURES.values())
+
+
+def test_report_rejects_a_non_run_dir(tmp_path):
+    with pytest.raises(runs.RunNotFoundError, match="config.yaml is missing"):
+        report.write_report(tmp_path)

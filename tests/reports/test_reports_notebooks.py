@@ -1,0 +1,40 @@
+"""Execute every notebook (nbclient, a real kernel) against the tiny run and eval, and against an empty
+run and eval (a run that has just started); any cell error fails the test.
+
+Same as ``SESA_RUN_DIR=... SESA_EVAL_DIR=... pytest --nbmake notebooks/``.
+"""
+
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+
+
+def _execute(path: Path, run_dir: Path, eval_dir: Path, monkeypatch) -> list[str]:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("SESA_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("SESA_EVAL_DIR", str(eval_dir))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return [mime for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) for mime in o.get("data", {})]
+
+
+def test_the_three_notebooks_exist():
+    assert {p.name for p in NOTEBOOKS} >= {"trace_failures.ipynb", "skill_bank.ipynb", "training_curves.ipynb"}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs(path, dirs, monkeypatch):
+    mimes = _execute(path, dirs["run"], dirs["eval"], monkeypatch)
+    assert "image/png" in mimes or "text/html" in mimes  # it showed figures or traces, not only text
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_on_empty_dirs(path, dirs, monkeypatch):
+    _execute(path, dirs["empty_run"], dirs["empty_eval"], monkeypatch)

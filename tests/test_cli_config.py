@@ -1,0 +1,51 @@
+"""The assembled `sesa` CLI and the run config: help for every command, config errors name the key."""
+
+import pytest
+from typer.testing import CliRunner
+
+from sesa_graph.cli import build_app
+from sesa_graph.config import ConfigError, load_config
+
+runner = CliRunner()
+COMMANDS = ["train", "rollout", "propose", "warmup", "search", "bank", "eval", "trace", "report", "policy", "config"]
+
+
+def test_every_command_has_help():
+    app = build_app()
+    out = runner.invoke(app, ["--help"])
+    assert out.exit_code == 0
+    for cmd in COMMANDS:
+        assert cmd in out.output
+        sub = runner.invoke(app, [cmd, "--help"])
+        assert sub.exit_code == 0, (cmd, sub.output)
+
+
+def test_config_show_prints_the_resolved_default():
+    out = runner.invoke(build_app(), ["config", "show"])
+    assert out.exit_code == 0 and "group_size: 5" in out.output and "embedded-warm" in out.output
+
+
+def test_default_config_is_the_embedded_cpu_run():
+    cfg = load_config()
+    assert cfg.solver_policy.model == "embedded-warm" and cfg.search.backend == "bm25"
+    assert cfg.memory.consolidate_every < cfg.train.steps  # a consolidation happens within the default run
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"solver.bogus": 1}, "solver.bogus: unknown key"),
+        ({"solver.group_size": 1}, "GRPO needs at least 2"),
+        ({"solver_policy.backend": "openai"}, "needs base_url"),
+        ({"judge.kind": "openai"}, "needs base_url and model"),
+        ({"memory.mode": "sometimes"}, "memory.mode"),
+    ],
+)
+def test_bad_configs_name_the_problem(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
