@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from graphs.eval_config import EvalSettings, default_name
 from graphs.eval_data import display_name
-from graphs.evaluate import EvalSettings
 from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
 from tools.config import SearchConfig
 
@@ -154,8 +154,6 @@ def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSe
     judge_cfg = JudgeConfig(**sections["judge"])
     policy_cfg = PolicyConfig(**sections["policy"])
     if "name" not in top:
-        from graphs.evaluate import default_name
-
         top["name"] = default_name(policy_cfg.model)
         sources["name"] = "from --model"
     settings = EvalSettings(**top, policy=policy_cfg, search=SearchConfig(**sections["search"]),

@@ -12,6 +12,7 @@ Both read only what runs and evals write (see :mod:`sesa_graph.runs`). Mount the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -21,17 +22,18 @@ err_console = Console(stderr=True)
 
 
 def trace_command(
-    run: Path = typer.Argument(..., help="A run directory (runs/NAME) or an eval directory (evals/NAME)."),
-    rollout: str | None = typer.Option(None, "--rollout", "-r", help="Rollout id to show (run: "
-                                          "role/step/question_id/sample; eval: dataset/id/mode/seed). Without it, "
-                                          "list the rollouts."),
-    role: str | None = typer.Option(None, help="List only this role (proposer | solver)."),
-    status: str | None = typer.Option(None, help="List only this status (answered, malformed, max_turns, ...)."),
-    failure: str | None = typer.Option(None, help="List only this outcome (correct, wrong_gold_retrieved, "
-                                          "wrong_gold_not_retrieved, max_turns, malformed, search_error, ...)."),
-    limit: int = typer.Option(40, help="List at most this many rollouts (the last ones)."),
-    html: Path | None = typer.Option(None, "--html", help="Also write the rollout as an HTML file."),
-    plain: bool = typer.Option(False, "--plain", help="Plain text, no colour."),
+    run: Annotated[Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")],
+    rollout: Annotated[str | None, typer.Option(
+        "--rollout", "-r", help="Rollout id to show (run: role/step/question_id/sample; eval: "
+        "dataset/id/mode/seed). Without it, list the rollouts.")] = None,
+    role: Annotated[str | None, typer.Option(help="List only this role (proposer | solver).")] = None,
+    status: Annotated[str | None, typer.Option(help="List only this status (answered, malformed, "
+                                                  "max_turns, search_error; error in an eval).")] = None,
+    failure: Annotated[str | None, typer.Option(help="List only this outcome (correct, wrong_gold_retrieved, "
+                                                   "wrong_gold_not_retrieved, max_turns, malformed, ...).")] = None,
+    limit: Annotated[int, typer.Option(help="List at most this many rollouts (the last ones).")] = 40,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the rollout as an HTML file.")] = None,
+    plain: Annotated[bool, typer.Option("--plain", help="Plain text, no colour.")] = False,
 ) -> None:
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
     or list a run's / eval's rollouts with their ids."""
@@ -80,7 +82,7 @@ def trace_command(
 
 
 def report_command(
-    run: Path = typer.Argument(..., help="A run directory (runs/NAME) or an eval directory (evals/NAME)."),
+    run: Annotated[Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")],
 ) -> None:
     """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
     A run still in progress shows its committed steps."""

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from sesa_graph import report, runs
+from sesa_graph import plots, report, runs
 
 
 def _images(html_path):
@@ -22,7 +22,7 @@ def run_report(dirs, tmp_path_factory):
 def test_run_report_files(run_report):
     assert run_report.name == "report.html" and run_report.is_file()
     pngs = {p.name for p in (run_report.parent / "plots").glob("*.png")}
-    assert pngs == {f"{n}.png" for n in report.RUN_FIGURES}  # the tiny run has data for every plot
+    assert pngs == {f"{n}.png" for n in plots.RUN_FIGURES}  # the tiny run has data for every plot
     imgs = _images(run_report)
     assert sorted(imgs) == sorted(f"plots/{n}" for n in pngs)  # every PNG is on the page, every image exists
     for p in (run_report.parent / "plots").glob("*.png"):
@@ -32,7 +32,7 @@ def test_run_report_files(run_report):
 def test_run_report_content(run_report):
     h = run_report.read_text()
     assert "Run tiny" in h and "in progress" in h
-    assert "steps 4 have trajectories but are not committed yet" in h
+    assert "step 4 has trajectories but no metrics line yet" in h
     assert "wrong, gold retrieved" in h and "wrong, gold never retrieved" in h and "guided but failed" in h
     assert "most helpful" in h and "Bank versions" in h
     assert "solver/0/0-0/0" in h and "<details open>" in h  # an example trace, the first one open
@@ -61,9 +61,9 @@ def test_report_of_an_empty_dir(dirs, tmp_path, key):
 
 def test_figures_of_an_empty_run_are_none(dirs):
     run = runs.open_run(dirs["empty_run"])
-    assert all(fn(run) is None for fn in report.RUN_FIGURES.values())
+    assert all(fn(run) is None for fn in plots.RUN_FIGURES.values())
     ev = runs.open_eval(dirs["empty_eval"])
-    assert all(fn(ev) is None for fn in report.EVAL_FIGURES.values())
+    assert all(fn(ev) is None for fn in plots.EVAL_FIGURES.values())
 
 
 def test_report_rejects_a_non_run_dir(tmp_path):
