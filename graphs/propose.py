@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from graphs import defaults
 from sesa_graph import prompts
 from sesa_graph.config import ProposerConfig
 from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
@@ -47,24 +48,28 @@ async def start(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[s
         raise ValueError("the propose graph needs a non-empty 'target'")
     if not isinstance(hops, int) or not 1 <= hops <= MAX_HOPS:
         raise ValueError(f"hops must be an integer in 1..{MAX_HOPS}, got {hops!r}")
-    ids = runtime.context.policy.encode_messages(proposer_messages(target, hops))
+    ids = _ctx(runtime).policy.encode_messages(proposer_messages(target, hops))
     return {**initial_state(ids), "target": target, "hops": hops}
 
 
 async def agent(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["search", "agent", "validate"]]:
-    update, route = await generate_turn(state, runtime.context)
+    update, route = await generate_turn(state, _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
 async def search(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["agent", "validate"]]:
-    update, route = await run_search(state, runtime.context)
+    update, route = await run_search(state, _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
 async def check(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     result = await validate(dict(state), ctx.checks or ProposerConfig(), ctx.judge, ctx.search, ctx.seed or 0)
     return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
+
+
+def _ctx(runtime: Runtime[ProposeContext]) -> ProposeContext:
+    return runtime.context or defaults.propose_context()
 
 
 def build_propose_graph():

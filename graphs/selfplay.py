@@ -23,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from graphs import defaults
 from graphs.propose import ProposeContext
 from graphs.propose import graph as propose_graph
 from graphs.solve import graph as solve_graph
@@ -56,7 +57,7 @@ class SelfPlayContext:
 
 
 async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     if state.get("reuse_question"):  # a question from an earlier step refills the solver batch: no proposal
         return {"proposal": {"final": state["reuse_question"], "valid": True, "reused": True}}
     out = await propose_graph.ainvoke(
@@ -72,7 +73,7 @@ def after_propose(state: SelfPlayItem) -> Literal["skills", "score"]:
 
 
 async def skills(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    memory = runtime.context.memory
+    memory = _ctx(runtime).memory
     if memory is None:
         return {"skill_ids": [], "skills_block": None}
     (hits,) = memory.retrieve([state["proposal"]["final"]])
@@ -83,12 +84,12 @@ def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send
     question = state["proposal"]["final"]
     return [
         Send("solve", {"sample": i, "question": question, "skills_block": state.get("skills_block")})
-        for i in range(runtime.context.group_size)
+        for i in range(_ctx(runtime).group_size)
     ]
 
 
 async def solve(payload: dict[str, Any], runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = runtime.context.solver
+    ctx = _ctx(runtime).solver
     out = await solve_graph.ainvoke(
         {"question": payload["question"], "skills_block": payload.get("skills_block")},
         context=ctx,
@@ -98,7 +99,7 @@ async def solve(payload: dict[str, Any], runtime: Runtime[SelfPlayContext]) -> d
 
 
 async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     proposal = state["proposal"]
     rcfg = ctx.rewards
     if not proposal.get("valid"):
@@ -120,6 +121,10 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
         "solver_rewards": [rewards.solver_reward(v) for v in verdicts],
         "proposer_reward": reward,
     }
+
+
+def _ctx(runtime: Runtime[SelfPlayContext]) -> SelfPlayContext:
+    return runtime.context or defaults.selfplay_context()
 
 
 def build_selfplay_graph():

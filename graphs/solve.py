@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from graphs import defaults
 from sesa_graph import prompts
 from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
 from sesa_graph.state import SolveInput, SolveState
@@ -33,19 +34,23 @@ async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the solve graph needs a non-empty 'question'")
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     msgs = solver_messages(question, state.get("skills_block"), ctx.spec.max_turns)
     return dict(initial_state(ctx.policy.encode_messages(msgs)))
 
 
 async def agent(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["search", "agent", "__end__"]]:
-    update, route = await generate_turn(state, runtime.context)
+    update, route = await generate_turn(state, _ctx(runtime))
     return Command(update=update, goto=_ROUTE[route])
 
 
 async def search(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["agent", "__end__"]]:
-    update, route = await run_search(state, runtime.context)
+    update, route = await run_search(state, _ctx(runtime))
     return Command(update=update, goto=_ROUTE[route])
+
+
+def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
+    return runtime.context or defaults.solver_context()
 
 
 def build_solve_graph():

@@ -1,0 +1,44 @@
+"""Default run-time contexts for graphs invoked without one (``langgraph dev``, LangGraph Studio).
+
+Built lazily from the default run config (``configs/tiny-cpu.yaml``) once per process, so the served
+graphs run on the embedded policy and BM25 just as ``sesa rollout`` does.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=1)
+def _parts() -> tuple[Any, Any, Any]:
+    from sesa_graph.config import load_config
+    from tools.backends import make_backend
+    from training.orchestrator import make_policy  # noqa: PLC0415 - only when served without a context
+
+    cfg = load_config()
+    return cfg, make_policy(cfg.solver_policy), make_backend(cfg.search)
+
+
+def solver_context() -> Any:
+    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+
+    cfg, policy, search = _parts()
+    return RolloutContext(policy, search, solver_spec(cfg.solver, greedy=True))
+
+
+def propose_context() -> Any:
+    from graphs.propose import ProposeContext
+    from sesa_graph.nodes.agent_loop import proposer_spec
+
+    cfg, policy, search = _parts()
+    return ProposeContext(policy, search, proposer_spec(cfg.proposer), checks=cfg.proposer, judge=policy)
+
+
+def selfplay_context() -> Any:
+    from graphs.selfplay import SelfPlayContext
+    from sesa_graph.nodes.judge import Judge
+
+    cfg, policy, _ = _parts()
+    return SelfPlayContext(proposer=propose_context(), solver=solver_context(), judge=Judge(None),
+                           group_size=cfg.solver.group_size, rewards=cfg.rewards)
