@@ -1,0 +1,52 @@
+"""One self-play step on N embedded targets with the default config's policies (no training).
+
+    .venv/bin/python benchmarks/selfplay_step.py [--targets 8] [--config configs/tiny-cpu.yaml]
+
+Prints how many proposals were valid and why the others failed, the solver group success rates, both
+policies' rewards, the skills retrieved, and the failures that would enter the skill memory's queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+
+from graphs.selfplay import run_step
+from sesa_graph.config import load_config
+from sesa_graph.targets import sample_targets
+from training.orchestrator import Orchestrator
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--targets", type=int, default=8)
+    ap.add_argument("--config", default=None)
+    ap.add_argument("--step", type=int, default=0, help="Which step's targets to draw (deterministic).")
+    args = ap.parse_args()
+    cfg = load_config(args.config, {"memory.mode": "static"})
+    with tempfile.TemporaryDirectory() as tmp:
+        orch = Orchestrator(cfg, tmp)
+        targets = sample_targets(orch.pool, args.targets, args.step, cfg.seed)
+        items = [{"item_id": f"{args.step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)]
+        t0 = time.perf_counter()
+        out = asyncio.run(run_step(items, orch.ctx, step=args.step, max_concurrency=args.targets))
+        secs = time.perf_counter() - t0
+        print(f"{len(items)} targets in {secs:.0f} s")
+        for p in out.proposer:
+            print(f"- target {p.target!r} (hops {p.hops}): {'VALID' if p.valid else 'invalid: ' + str(p.invalid_reason)}"
+                  f"  reward {p.reward:+.2f}  p={p.success_rate}  question={p.final!r}")
+        for t in out.solver:
+            print(f"    solver {t.group_id} #{t.sample}: {t.status:10s} answer={t.final!r} reward={t.reward} "
+                  f"skills={t.skill_ids}")
+        m = out.metrics
+        print(json.dumps({k: m[k] for k in ("valid_proposals", "valid_rate", "invalid_reasons", "solver_success_rates",
+                                            "frontier_groups", "proposer_reward_mean", "solver_reward_mean",
+                                            "solver_status", "failures")}, indent=1))
+        orch.memory.close()
+
+
+if __name__ == "__main__":
+    main()
