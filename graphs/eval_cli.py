@@ -362,3 +362,5 @@ def _print_comparison(c: Any) -> None:
     regs = [display_name(d) for d in c.regressions if d != "mean"]
     console.print(f"[bold red]B is below A on: {', '.join(regs)}[/]" if regs else "[green]B is not below A on any "
                   "dataset.[/]")
+    for w in c.warnings:
+        console.print(f"[yellow]note:[/] {escape(w)}")

@@ -236,7 +236,7 @@ def hygiene_lines(h: Mapping[str, Any] | None) -> list[str]:
 
 
 def write_report(out_dir: Path, report: Mapping[str, Any]) -> None:
-    from sesa_graph.memory.fsutil import write_json_atomic, write_text_atomic
+    from sesa_graph.fsutil import write_json_atomic, write_text_atomic
 
     write_json_atomic(Path(out_dir) / "report.json", report)
     write_text_atomic(Path(out_dir) / "report.md", render_markdown(report))
@@ -282,6 +282,8 @@ class Comparison:
     a_label: str
     b_label: str
     rows: list[CompareRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Settings that differ between A and B and make the deltas mean less (judge, decoding, turns)."""
 
     @property
     def regressions(self) -> list[str]:
@@ -289,7 +291,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {"metric": self.metric, "a": self.a_label, "b": self.b_label, "regressions": self.regressions,
-                "rows": [vars(r) for r in self.rows]}
+                "rows": [vars(r) for r in self.rows], "warnings": self.warnings}
 
 
 def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", tolerance: float = 0.0) -> list[Comparison]:
@@ -316,7 +318,7 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
         ca, cb = ra["metrics"][metric][mode_a], rb["metrics"][metric][mode_b]
         label_a = f"{la}:{mode_a}" if ma is None else la
         label_b = f"{lb}:{mode_b}" if mb is None else lb
-        cmp_ = Comparison(metric, label_a, label_b)
+        cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric))
         for ds in datasets:
             x, y = ca.get(ds), cb.get(ds)
             have = x and y and x.get("mean") is not None and y.get("mean") is not None
@@ -336,6 +338,11 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
     return out
 
 
+def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: str) -> list[str]:
+    keys = ["decoding", "max_turns", "limit"] + (["judge"] if metric == "judge" else [])
+    return [f"{k} differs: A {ra.get(k)!r}, B {rb.get(k)!r}" for k in keys if ra.get(k) != rb.get(k)]
+
+
 def render_comparison(c: Comparison) -> str:
     """Markdown table of one comparison; regressions are flagged with ▼."""
     lines = [f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`", "",
@@ -347,5 +354,6 @@ def render_comparison(c: Comparison) -> str:
         flag = "; ".join(x for x in (flag, r.note) if x)
         lines.append(f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {d} | {flag} |")
     regs = [display_name(d) for d in c.regressions if d != "mean"]
-    lines += ["", f"B is below A on: {', '.join(regs)}" if regs else "B is not below A on any dataset.", ""]
+    lines += ["", f"B is below A on: {', '.join(regs)}" if regs else "B is not below A on any dataset."]
+    lines += [f"Note: {w}" for w in c.warnings] + [""]
     return "\n".join(lines)

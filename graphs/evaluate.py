@@ -348,7 +348,7 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     ``progress`` is an optional :class:`graphs.eval_report.EvalProgress`.
     """
     from graphs.eval_report import build_report, write_report
-    from sesa_graph.memory.fsutil import write_json_atomic
+    from sesa_graph.fsutil import write_json_atomic
 
     t_setup = time.perf_counter()
     data = load_datasets(settings.datasets, settings.data_dir, settings.limit)

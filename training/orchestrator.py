@@ -19,6 +19,7 @@ from typing import Any, Callable
 from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
+from sesa_graph.fsutil import write_json_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.nodes.judge import Judge
@@ -123,7 +124,7 @@ class Orchestrator:
         self.store.write(step, "proposer", out.proposer)
         self.store.write(step, "solver", solver)
         report = self.memory.end_step(step, out.outcomes, out.failures) if cfg.memory.mode != "off" else None
-        self.reuse_path.write_text(json.dumps(self.reuse[-500:]))
+        write_json_atomic(self.reuse_path, self.reuse[-500:])
         metrics = dict(out.metrics)
         metrics.update(self._memory_metrics(report), seconds=round(time.perf_counter() - t0, 2),
                        policy_versions=dict(self.versions), time=time.time())

@@ -6,12 +6,13 @@ half-written file; ``pandas.read_parquet`` and ``datasets.load_dataset("parquet"
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
+from sesa_graph.fsutil import write_bytes_atomic
 from sesa_graph.trajectory import Trajectory
 
 ROLES = ("proposer", "solver")
@@ -32,10 +33,9 @@ class TrajectoryStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         rows = [r.model_dump() for r in records]
         df = pd.DataFrame(rows, columns=list(Trajectory.model_fields)) if not rows else pd.DataFrame(rows)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-        return path
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        return write_bytes_atomic(path, buf.getvalue())
 
     def exists(self, step: int, role: str) -> bool:
         return self.path(step, role).exists()

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from sesa_graph.fsutil import write_json_atomic
+
 
 class PeerDiedError(RuntimeError):
     """The process on the other side of the barrier is gone."""
@@ -92,6 +94,4 @@ class SyncDir:
 
 
 def _touch_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+    write_json_atomic(path, obj)

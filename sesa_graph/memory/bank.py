@@ -41,7 +41,7 @@ from typing import Any, Self
 import numpy as np
 
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.fsutil import write_json_atomic, write_jsonl_atomic
+from sesa_graph.fsutil import write_json_atomic, write_jsonl_atomic
 from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
 from sesa_graph.memory.utility import Outcome, tally
@@ -219,24 +219,32 @@ class SkillBank:
         if state["embedder"] != config.embedder:
             raise BankError(f"skill bank {path} was built with embedder {state['embedder']!r}, the config says "
                             f"{config.embedder!r}; embeddings from different models cannot be mixed")
+        if state.get("chroma_host") != config.chroma_host:
+            raise BankError(f"skill bank {path} keeps its skills in "
+                            f"{'the Chroma server at ' + state['chroma_host'] if state.get('chroma_host') else path / CHROMA}"
+                            f", the config says chroma_host={config.chroma_host!r}")
         journal = path / JOURNAL
         if read_only and journal.exists():
             raise BankError(f"skill bank {path} has an unfinished commit ({journal}); open it as the writer "
                             "(read_only=False) once to finish it")
         client = cls._connect(path, config, create=False)
-        bank = cls(path, config, encoder or _default_encoder(config), client, state, read_only)
-        bank._load()
-        if journal.exists():
-            try:
-                entry = json.loads(journal.read_text())
-            except ValueError as exc:
-                raise BankCorruptError(f"{journal} is damaged: {exc}") from None
-            log.warning("skill bank %s: finishing the commit to version %s interrupted last time", path,
-                        entry["state"]["version"])
-            bank._apply(entry)
-        if len(bank._skills) != bank._state["n_skills"]:
-            raise BankCorruptError(f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
-                                   f"says {bank._state['n_skills']}")
+        try:
+            bank = cls(path, config, encoder or _default_encoder(config), client, state, read_only)
+            bank._load()
+            if journal.exists():
+                try:
+                    entry = json.loads(journal.read_text())
+                except ValueError as exc:
+                    raise BankCorruptError(f"{journal} is damaged: {exc}") from None
+                log.warning("skill bank %s: finishing the commit to version %s interrupted last time", path,
+                            entry["state"]["version"])
+                bank._apply(entry)
+            if len(bank._skills) != bank._state["n_skills"]:
+                raise BankCorruptError(f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
+                                       f"says {bank._state['n_skills']}")
+        except BaseException:
+            client.close()
+            raise
         return bank
 
     def close(self) -> None:

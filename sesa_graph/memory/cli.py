@@ -130,7 +130,7 @@ def export(
     import yaml
 
     from sesa_graph.memory.bank import BankError
-    from sesa_graph.memory.fsutil import write_jsonl_atomic
+    from sesa_graph.fsutil import write_jsonl_atomic
     from sesa_graph.memory.skill import skill_file_data, write_skill_file
     from sesa_graph.memory.snapshot import live_skills
 

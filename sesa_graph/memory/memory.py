@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.memory.bank import QUEUE, SkillBank
+from sesa_graph.memory.bank import QUEUE, BankCorruptError, SkillBank
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator
 from sesa_graph.memory.distiller import DistillerError, distiller_kind
@@ -114,8 +114,7 @@ class SkillMemory:
             return FailureQueue.load(bank.path / QUEUE, cap=c.queue_cap, guided_weight=c.priority_guided_weight,
                                      repeat_weight=c.priority_repeat_weight)
         except QueueError as exc:
-            from sesa_graph.memory.bank import BankCorruptError
-
+            bank.close()
             raise BankCorruptError(f"skill bank {bank.path}: {exc}") from None
 
     def close(self) -> None:

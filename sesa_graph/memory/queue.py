@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sesa_graph.memory.fsutil import write_json_atomic
+from sesa_graph.fsutil import write_json_atomic
 from sesa_graph.memory.utility import IGNORED_STATUSES
 
 QUEUE_FORMAT = 1

@@ -25,7 +25,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sesa_graph.memory.fsutil import write_yaml_atomic
+from sesa_graph.fsutil import write_yaml_atomic
 from sesa_graph.prompts import SkillText, render_skills
 
 SEEDS_FILE = Path(__file__).with_name("seeds.yaml")

@@ -129,6 +129,20 @@ def test_compare_notes_different_n_and_datasets(tmp_path):
     assert "different datasets" in rows["mean"].note
 
 
+def test_compare_warns_about_different_settings(tmp_path):
+    a = _write_report(tmp_path, "a", {"nq": 40.0})
+    b = _write_report(tmp_path, "b", {"nq": 40.0})
+    for d, judge in ((a, "none"), (b, "policy")):
+        rep = json.loads((d / "report.json").read_text())
+        rep.update(judge=judge, decoding="greedy", max_turns=10, limit=None)
+        (d / "report.json").write_text(json.dumps(rep))
+    (c,) = compare_reports(a, b)
+    assert c.warnings == ["judge differs: A 'none', B 'policy'"]
+    assert "Note: judge differs" in render_comparison(c)
+    (c,) = compare_reports(a, b, metric="em")
+    assert c.warnings == []  # EM does not depend on the judge
+
+
 def test_compare_missing_report(tmp_path):
     with pytest.raises(CompareError, match="no report.json"):
         compare_reports(tmp_path / "nope", tmp_path / "nope2")

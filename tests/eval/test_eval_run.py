@@ -278,3 +278,19 @@ async def test_interrupt_keeps_records_and_reports(tmp_path, data_dir):
     p = ScriptedSolver()
     out = await run(s, p)
     assert len(p.solved) == 4 - report["done"] and out.report["complete"]
+
+
+def test_retrained_weights_change_the_identity(tmp_path):
+    import os
+
+    from graphs.eval_records import weights_fingerprint
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "model.safetensors").write_bytes(b"x" * 10)
+    (d / "config.json").write_text("{}")
+    before = EvalSettings(name="x", policy={"model": str(d)}).identity()["weights"]
+    (d / "model.safetensors").write_bytes(b"y" * 11)  # a new checkpoint under the same path
+    os.utime(d / "model.safetensors", ns=(1, 1))
+    assert before and weights_fingerprint(str(d)) != before
+    assert weights_fingerprint("Qwen/Qwen3-4B") is None and weights_fingerprint("embedded") is None

@@ -87,3 +87,10 @@ def test_mine_deduplicates_and_writes_a_priming_file(tmp_path, encoder):
     (run / "failures.jsonl").write_text('{"question": "q"}\nnot json\n')
     res = runner.invoke(bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"])
     assert res.exit_code == 1 and "failures.jsonl:2" in res.output
+
+
+def test_an_unset_distiller_credential_is_an_error_not_a_disabled_bank(tmp_path, monkeypatch):
+    monkeypatch.delenv("SESA_TEST_UNSET_KEY", raising=False)
+    res = runner.invoke(bank_app, ["mine", str(tmp_path), "--distiller", "openai:m@http://127.0.0.1:9/v1",
+                                   "--api-key-env", "SESA_TEST_UNSET_KEY"])
+    assert res.exit_code == 1 and "SESA_TEST_UNSET_KEY is not set" in res.output
