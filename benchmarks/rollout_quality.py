@@ -53,10 +53,16 @@ async def run_all(questions: list[str], ctx, concurrency: int) -> list[dict]:
     from graphs.solve import solve
 
     sem = asyncio.Semaphore(concurrency)
+    done = 0
 
     async def one(q: str) -> dict:
+        nonlocal done
         async with sem:
-            return dict(await solve(q, ctx))
+            state = dict(await solve(q, ctx))
+        done += 1
+        print(f"  [{done}/{len(questions)}] {state.get('status')}, {state.get('n_turns')} turns, "
+              f"{len(state.get('searches') or [])} searches: {str(state.get('final'))[:60]!r}", flush=True)
+        return state
 
     return await asyncio.gather(*(one(q) for q in questions))
 
@@ -102,9 +108,11 @@ def main() -> None:
     ap.add_argument("--datasets", default="hotpotqa,bamboogle", help="comma-separated names or .jsonl paths")
     ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     ap.add_argument("--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory")
-    ap.add_argument("--concurrency", type=int, default=16, help="rollouts in flight (micro-batched)")
+    ap.add_argument("--concurrency", type=int, default=8, help="rollouts in flight (micro-batched)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)")
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
+    ap.add_argument("--logprobs", action="store_true", help="also compute sampled-token logprobs (as training "
+                    "does; about twice the time on CPU, same rollouts)")
     ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
     args = ap.parse_args()
 
@@ -119,7 +127,14 @@ def main() -> None:
     from tools.backends import make_backend
     from tools.config import SearchConfig
 
-    policy = LocalPolicy(args.model, max_batch_size=args.concurrency)
+    class GreedyEvalPolicy(LocalPolicy):
+        """Skips the second forward pass that computes sampled-token logprobs: greedy evaluation never
+        reads them, and on CPU that pass costs as much as the generation itself."""
+
+        def _sampled_logprobs(self, prompts, completions, temp):
+            return [[0.0] * len(c) for c in completions]
+
+    policy = (LocalPolicy if args.logprobs else GreedyEvalPolicy)(args.model, max_batch_size=args.concurrency)
     ctx = RolloutContext(policy=policy, search=make_backend(SearchConfig()),
                          spec=solver_spec(SolverConfig(), greedy=True), seed=0)
     results: dict[str, dict] = {}
