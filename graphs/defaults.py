@@ -13,8 +13,8 @@ from typing import Any
 @lru_cache(maxsize=1)
 def _parts() -> tuple[Any, Any, Any]:
     from sesa_graph.config import load_config
+    from sesa_graph.policy.factory import make_policy
     from tools.backends import make_backend
-    from training.orchestrator import make_policy  # noqa: PLC0415 - only when served without a context
 
     cfg = load_config()
     return cfg, make_policy(cfg.solver_policy), make_backend(cfg.search)

@@ -259,6 +259,7 @@ def eval_main(
 
     from graphs.eval_data import DatasetError
     from graphs.evaluate import EvalError, evaluate
+    from sesa_graph.policy.base import PolicyUnavailableError
     from sesa_graph.config import ConfigError
     from sesa_graph.memory.bank import BankError
     from tools.assets import MissingAssetError
@@ -294,7 +295,8 @@ def eval_main(
         policy = make_policy(settings.policy, tokenizer=tokenizer)
     try:
         outcome = asyncio.run(evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start))
-    except (DatasetError, EvalError, BankError, MissingAssetError, FileNotFoundError) as exc:
+    except (DatasetError, EvalError, BankError, MissingAssetError, FileNotFoundError, PolicyUnavailableError,
+            ValueError) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2 if isinstance(exc, DatasetError) else 1) from None
     except KeyboardInterrupt:

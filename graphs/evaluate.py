@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -40,8 +39,8 @@ from graphs.eval_config import EvalSettings
 from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
 from graphs.eval_records import (
     RECORDS,
-    SETTINGS,
     EvalError,
+    SETTINGS,
     RecordStore,
     bank_ref,
     check_bank,
@@ -49,10 +48,11 @@ from graphs.eval_records import (
     record_key,
 )
 from graphs.solve import solve
-from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
+from sesa_graph.config import SolverConfig
 from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
 from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
 from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.policy.factory import make_judge, make_policy, probe_endpoint  # noqa: F401 - part of this module's API
 
 log = logging.getLogger(__name__)
 
@@ -272,59 +272,6 @@ def open_memories(modes: Sequence[str], bank: Path | None, top_k: int,
     memories["on"] = SkillMemory(cfg, sbank, None)
     memories["placebo"] = SkillMemory(cfg.model_copy(update={"mode": "placebo"}), sbank, None)
     return memories, info, sbank.skills()
-
-
-def make_policy(cfg: PolicyConfig, tokenizer: str | None = None) -> Any:
-    """The solver policy a :class:`PolicyConfig` describes; an endpoint is probed first."""
-    if cfg.backend == "openai":
-        from sesa_graph.policy.openai_client import OpenAIPolicy
-
-        probe_endpoint(cfg.base_url or "", cfg.retries, what="policy endpoint")
-        key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "EMPTY"
-        if cfg.api_key_env and not key:
-            raise EvalError(f"environment variable {cfg.api_key_env} (--api-key-env) is not set")
-        return OpenAIPolicy(cfg.base_url or "", cfg.model, tokenizer=tokenizer, api_key=key, timeout_s=cfg.timeout_s,
-                            retries=cfg.retries)
-    from sesa_graph.policy.local import LocalPolicy
-
-    return LocalPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, max_batch_size=cfg.max_batch_size,
-                       batch_wait_ms=cfg.batch_wait_ms)
-
-
-def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> Judge:
-    """``none``: exact match only; ``policy``: the solver policy judges; ``openai``: an endpoint."""
-    if cfg.kind == "none":
-        return Judge(None)
-    if cfg.kind == "policy":
-        return Judge(policy, timeout_s=cfg.timeout_s)
-    from sesa_graph.policy.openai_client import OpenAIPolicy
-
-    probe_endpoint(cfg.base_url or "", 2, what="judge endpoint")
-    key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "EMPTY"
-    if cfg.api_key_env and not key:
-        raise EvalError(f"environment variable {cfg.api_key_env} (judge API key) is not set")
-    return Judge(OpenAIPolicy(cfg.base_url or "", cfg.model or "", tokenizer=tokenizer, api_key=key,
-                              timeout_s=cfg.timeout_s, retries=2), timeout_s=cfg.timeout_s)
-
-
-def probe_endpoint(base_url: str, retries: int, what: str) -> None:
-    """GET ``{base_url}/models`` with retries; an endpoint that never answers is an error at start."""
-    import httpx
-
-    url = base_url.rstrip("/") + "/models"
-    err = ""
-    for attempt in range(retries + 1):
-        try:
-            r = httpx.get(url, timeout=10.0)
-            if r.status_code < 500:
-                return
-            err = f"HTTP {r.status_code}"
-        except httpx.HTTPError as exc:
-            err = f"{type(exc).__name__}: {exc}"
-        if attempt < retries:
-            time.sleep(min(0.5 * 2**attempt, 8.0))
-    raise EvalError(f"{what} {base_url} does not answer ({url}: {err}) after {retries + 1} attempts; start it "
-                    "(e.g. `vllm serve MODEL` or `sesa policy serve`) or fix the URL")
 
 
 # ---- the whole eval --------------------------------------------------------------------------------------

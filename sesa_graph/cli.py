@@ -123,8 +123,8 @@ def train(
 def _rollout_parts(model: str, max_turns: int, corpus: str):
     from sesa_graph.config import PolicyConfig, SearchConfig, SolverConfig
     from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from sesa_graph.policy.factory import make_policy
     from tools.backends import make_backend
-    from training.orchestrator import make_policy
 
     policy = make_policy(PolicyConfig(model=model))
     search = make_backend(SearchConfig(corpus=corpus))
@@ -180,7 +180,8 @@ def propose(
     """Run one proposer rollout + validation and print the trace."""
     import asyncio
 
-    from graphs.propose import ProposeContext, propose as run_propose
+    from graphs.propose import ProposeContext
+    from graphs.propose import propose as run_propose
     from sesa_graph.config import ProposerConfig
     from sesa_graph.nodes.agent_loop import proposer_spec
 

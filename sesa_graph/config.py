@@ -38,6 +38,9 @@ class PolicyConfig(Strict):
     device: str = Field("cpu", description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1') and for "
                         "this policy's trainer.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype for 'local'.")
+    threads: int | None = Field(None, ge=1, description="Torch CPU threads of the process running a 'local' policy "
+                                "(None: torch's default, one per core). On a CPU shared with other busy processes "
+                                "1 is often several times faster.")
     max_batch_size: int = Field(16, ge=1, description="Most concurrent requests the local policy serves in one "
                                 "generate call.")
     batch_wait_ms: float = Field(5.0, ge=0, description="How long the local policy waits for more concurrent "

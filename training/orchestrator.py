@@ -22,8 +22,7 @@ from sesa_graph.config import RunConfig
 from sesa_graph.fsutil import write_json_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
-from sesa_graph.nodes.judge import Judge
-from sesa_graph.policy.local import LocalPolicy
+from sesa_graph.policy.factory import make_judge, make_policy
 from sesa_graph.targets import bootstrap_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
@@ -31,34 +30,6 @@ from training.store import TrajectoryStore
 from training.sync import SyncDir
 
 log = logging.getLogger(__name__)
-
-
-def make_policy(pcfg) -> Any:
-    if pcfg.backend == "openai":
-        import os
-
-        from sesa_graph.policy.openai_client import OpenAIPolicy
-
-        key = os.environ.get(pcfg.api_key_env, "EMPTY") if pcfg.api_key_env else "EMPTY"
-        return OpenAIPolicy(pcfg.base_url, pcfg.model, api_key=key, timeout_s=pcfg.timeout_s, retries=pcfg.retries)
-    return LocalPolicy(pcfg.model, device=pcfg.device, dtype=pcfg.dtype, max_batch_size=pcfg.max_batch_size,
-                       batch_wait_ms=pcfg.batch_wait_ms)
-
-
-def make_judge(cfg: RunConfig, solver_policy: Any) -> Judge:
-    j = cfg.judge
-    if j.kind == "none":
-        return Judge(None, timeout_s=j.timeout_s)
-    if j.kind == "policy":
-        return Judge(solver_policy, timeout_s=j.timeout_s)
-    import os
-
-    from sesa_graph.policy.openai_client import OpenAIPolicy
-
-    if j.api_key_env and not os.environ.get(j.api_key_env):
-        raise ValueError(f"judge.api_key_env names {j.api_key_env!r} but that environment variable is not set")
-    key = os.environ.get(j.api_key_env, "EMPTY") if j.api_key_env else "EMPTY"
-    return Judge(OpenAIPolicy(j.base_url, j.model, tokenizer=cfg.solver_policy.model, api_key=key), timeout_s=j.timeout_s)
 
 
 @dataclass
@@ -79,7 +50,7 @@ class Orchestrator:
         self.search = make_backend(cfg.search)
         self.solver_policy = make_policy(cfg.solver_policy)
         self.proposer_policy = make_policy(cfg.proposer_policy)
-        self.judge = make_judge(cfg, self.solver_policy)
+        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
         self.memory = opener(bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None)

@@ -40,8 +40,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.fsutil import write_json_atomic, write_jsonl_atomic
+from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
 from sesa_graph.memory.utility import Outcome, tally

@@ -129,8 +129,8 @@ def export(
     """Write the current skills as a priming YAML or as JSONL."""
     import yaml
 
-    from sesa_graph.memory.bank import BankError
     from sesa_graph.fsutil import write_jsonl_atomic
+    from sesa_graph.memory.bank import BankError
     from sesa_graph.memory.skill import skill_file_data, write_skill_file
     from sesa_graph.memory.snapshot import live_skills
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from sesa_graph.fsutil import JsonlError, read_jsonl
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, distill_pass
-from sesa_graph.fsutil import JsonlError, read_jsonl
 from sesa_graph.memory.queue import FailureQueue, FailureRecord
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, write_skill_file
 

@@ -59,12 +59,15 @@ class LocalPolicy:
         max_batch_size: int = 16,
         batch_wait_ms: float = 5.0,
         max_context: int | None = None,
+        threads: int | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         # Denormal activations make CPU matmuls ~3x slower on this model (measured); flushing them to
         # zero changes nothing a sampler could notice.
         torch.set_flush_denormal(True)
+        if threads:  # on a CPU shared with other busy processes, one thread is often several times faster
+            torch.set_num_threads(threads)
         self.name = model
         self.path = resolve_policy_model(model)
         self.device = torch.device(device)
