@@ -24,8 +24,9 @@ results, and the answer (or the fact the next search needs) is visible in the cu
 
 Kinds (``DEFAULT_MIX``): solver 1-hop (title from a first sentence or a description; nationality,
 creator, year), solver 2-hop (bridge to an entity then its fact; bridge to an entity then the article;
-two-entity comparisons: same nationality yes/no, "which is a X, A or B?"), proposer 1-hop and 2-hop
-(the proposer's question never contains the target; hops >= 2 use two distinct searches).
+two-entity comparisons: same nationality yes/no, "which is a X, A or B?"; a failed search -- no results
+for a misspelled name, or other articles for a vague query -- then a different query), proposer 1-hop and
+2-hop (the proposer's question never contains the target; hops >= 2 use two distinct searches).
 """
 
 from __future__ import annotations
@@ -53,17 +54,18 @@ Role = Literal["solver", "proposer"]
 
 # kind -> (role, share of the examples). Solver kinds first; "_2" kinds are two-hop.
 DEFAULT_MIX: dict[str, float] = {
-    "title_clause": 0.12,  # "What is a dystopian novel by English writer George Orwell?" -> Nineteen Eighty-Four
+    "title_clause": 0.11,  # "What is a dystopian novel by English writer George Orwell?" -> Nineteen Eighty-Four
     "title_desc": 0.05,  # "What is the name of the 1787 opera by Wolfgang Amadeus Mozart?" -> Don Giovanni
-    "nationality": 0.08,  # "What nationality was Yuri Gagarin?" -> Soviet
-    "creator": 0.06,  # "Who directed Citizen Kane?" -> Orson Welles
+    "nationality": 0.07,  # "What nationality was Yuri Gagarin?" -> Soviet
+    "creator": 0.05,  # "Who directed Citizen Kane?" -> Orson Welles
     "year": 0.04,  # "In what year was War and Peace published?" -> 1869
-    "bridge_fact_2": 0.09,  # "What nationality was the person who directed Citizen Kane?" -> American
-    "bridge_title_2": 0.10,  # A's first sentence with its entity B described by B's first sentence -> A
-    "compare_same_2": 0.07,  # "Were X and Y of the same nationality?" -> yes/no
-    "compare_kind_2": 0.07,  # "Which is a language, X or Y?" -> X
+    "bridge_fact_2": 0.08,  # "What nationality was the person who directed Citizen Kane?" -> American
+    "bridge_title_2": 0.09,  # A's first sentence with its entity B described by B's first sentence -> A
+    "compare_same_2": 0.06,  # "Were X and Y of the same nationality?" -> yes/no
+    "compare_kind_2": 0.06,  # "Which is a language, X or Y?" -> X
+    "retry_2": 0.09,  # a failed search (misspelled: no results; too vague: other articles), a new query, answer
     "propose_1": 0.14,
-    "propose_2": 0.18,  # hops 2 or 3, two distinct searches
+    "propose_2": 0.16,  # hops 2 or 3, two distinct searches
 }
 PROPOSER_KINDS = ("propose_1", "propose_2")
 
@@ -135,6 +137,14 @@ def load_articles() -> list[Article]:
 # --------------------------------------------------------------------------- the example record
 
 
+@dataclass(frozen=True)
+class Miss:
+    """A search step that must *not* retrieve ``title`` (a misspelled or too vague query), so that the
+    next turn shows how to recover: a different query, never the same one again."""
+
+    title: str
+
+
 @dataclass
 class WarmupExample:
     """One synthetic rollout.
@@ -150,7 +160,7 @@ class WarmupExample:
     segments: list[tuple[str, bool]]
     final: str  # the solver's answer or the proposer's question
     target: str  # the solver's gold answer, or the proposer's target
-    sources: list[str]  # per search: the title the search had to retrieve
+    sources: list[str | None]  # per search: the title it had to retrieve (None: a deliberate miss)
     queries: list[str]
     searches: list[dict[str, Any]] = field(default_factory=list)  # as the agent loop records them
 
@@ -289,6 +299,20 @@ def year_event(a: Article, doc_chars: int) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+def misspell(name: str, rng: random.Random) -> str | None:
+    """Swap two inner letters of every word of five or more letters (``Pleiospilos`` -> ``Pleiopsilos``);
+    None if there is no such word."""
+    out, changed = [], False
+    for w in name.split():
+        if len(w) >= 5 and w.isalpha():
+            i = rng.randrange(1, len(w) - 2)
+            if w[i] != w[i + 1]:
+                w = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+                changed = True
+        out.append(w)
+    return " ".join(out) if changed else None
+
+
 def description_ok(a: Article) -> bool:
     """Specific enough to ask for the article by its description alone."""
     d = a.description
@@ -358,6 +382,7 @@ class Synthesizer:
             "bridge_title_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
             "compare_same_2": [a for a in self.articles if a.title in self.nats],
             "compare_kind_2": [a for a in self.articles if a.title in self.kinds],
+            "retry_2": [a for a in self.articles if a.title in self.nats or a.title in self.creators],
             "propose_1": [a for a in self.articles if a.title in self.clauses],
             "propose_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
         }
@@ -422,26 +447,32 @@ class Synthesizer:
                           self.clauses[a.title].predicate, count=1)
         return (inner, pred) if n else None
 
-    def _solver(self, kind: str, question: str, answer: str, steps: list[tuple[str, str, str | None]],
+    def _solver(self, kind: str, question: str, answer: str, steps: list[tuple[str, str, str | Miss]],
                 final_think: str) -> WarmupExample | None:
-        """``steps``: (think, query, title that must be retrieved); the answer must be visible in some
-        observation (or be a yes/no)."""
+        """``steps``: (think, query, title that must be retrieved, or ``Miss(title)``: must not be); the
+        answer must be visible in some observation (or be a yes/no)."""
         return self._build("solver", kind, 2 if len(steps) > 1 else 1,
                            solver_messages(question, None, self.solver_max_turns), steps,
                            final_think, "answer", answer, answer)
 
     def _build(self, role: Role, kind: str, hops: int, messages: list[dict[str, str]],
-               steps: list[tuple[str, str, str | None]], final_think: str, action: str, final: str,
+               steps: list[tuple[str, str, str | Miss]], final_think: str, action: str, final: str,
                target: str) -> WarmupExample | None:
         segments: list[tuple[str, bool]] = []
         searches: list[dict[str, Any]] = []
         seen = ""
         ranks: list[int] = []
         for think, query, title in steps:
-            hit = self._find(query, title) if title else None
-            if hit is None:
-                return None
-            rank, cut, text = hit
+            if isinstance(title, Miss):
+                docs = self.search(query)
+                if any(d.title == title.title for d in docs):
+                    return None
+                rank, (cut, text) = 0, observation(docs, self.doc_chars)
+            else:
+                hit = self._find(query, title) if title else None
+                if hit is None:
+                    return None
+                rank, cut, text = hit
             # "{prev}" in a search turn's think is the rank of the doc the previous search was after
             think = think.replace("{prev}", str(ranks[-1]) if ranks else "1")
             ranks.append(rank)
@@ -454,7 +485,8 @@ class Synthesizer:
             return None  # the answer must be readable in what the policy was shown
         segments.append((turn_text(final_think.replace("{rank}", str(ranks[-1])), action, final), True))
         return WarmupExample(role, kind, hops, messages, segments, final, target,
-                             [t for _, _, t in steps if t], [q for _, q, _ in steps], searches)
+                             [None if isinstance(t, Miss) else t for _, _, t in steps], [q for _, q, _ in steps],
+                             searches)
 
     # ---- solver kinds -------------------------------------------------------------------------------
     def title_clause(self, a: Article) -> WarmupExample | None:
@@ -553,8 +585,39 @@ class Synthesizer:
             (f"Now I need to check what {second.name} is.", second.name, second.title),
         ], (other + " " + verdict).strip() if other else verdict)
 
+    def retry_2(self, a: Article) -> WarmupExample | None:
+        """A first search that fails (a misspelled name: no results; or a vague query: other articles),
+        then a different query that finds the article, then the answer."""
+        name = a.name
+        if a.title in self.nats:
+            nat = self.nats[a.title]
+            question, answer = f"What nationality was {name}?", nat
+            final_think = f"Doc {{rank}} says {name} was {nat}."
+        elif a.title in self.creators:
+            what, verb, who = self.creators[a.title]
+            question, answer = f"Who {verb} {name}?", who
+            final_think = f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}."
+        else:
+            return None
+        if self.rng.random() < 0.6:
+            query = misspell(name, self.rng)
+            if query is None or self.search(query):
+                return None
+            first = f"I need to look up {query}."
+            second = f"No results. The name may be spelled differently; I will search for {name} as in the question."
+        else:
+            query = re.sub(r"\s*\([^)]*\)", "", a.description).strip()
+            if len(_words(query)) < 2 or _mentions(query, name) or not self.search(query):
+                return None
+            first = f"I will search for {_lower_first(query)}."
+            second = f"The documents are not about {name}. I will search for {name} itself."
+        return self._solver("retry_2", question, answer, [
+            (first, query, Miss(a.title)),
+            (second, name, a.title),
+        ], final_think)
+
     # ---- proposer kinds -----------------------------------------------------------------------------
-    def _proposer(self, kind: str, hops: int, a: Article, steps: list[tuple[str, str, str | None]],
+    def _proposer(self, kind: str, hops: int, a: Article, steps: list[tuple[str, str, str | Miss]],
                   final_think: str, question: str) -> WarmupExample | None:
         if _mentions(question, a.name) or _mentions(question, a.title):
             return None
