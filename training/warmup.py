@@ -43,6 +43,9 @@ DEFAULT_EXAMPLES = 56
 DEFAULT_EPOCHS = 1.0
 DEFAULT_LR = 2e-4
 DEFAULT_GRAD_ACCUM = 4
+# The embedded policy is also the default distiller; without examples of the skill JSON it never writes a
+# parseable skill, so no consolidation of the CPU default could ever admit one.
+DEFAULT_DISTILLER_EXAMPLES = 16
 COMPLETE = ".complete"
 SUMMARY = "warmup.json"
 
@@ -91,6 +94,7 @@ def run_warmup(
     threads: int | None = None,
     device: str = "cpu",
     mix: dict[str, float] | None = None,
+    distiller_examples: int = DEFAULT_DISTILLER_EXAMPLES,
     echo: Callable[[str], None] = log.info,
 ) -> Path:
     """Warm up ``model`` and return the directory of the warmed copy (reused when already complete).
@@ -118,7 +122,7 @@ def run_warmup(
         try:
             summary = _train(model, tmp, examples=examples, epochs=epochs, seed=seed, learning_rate=learning_rate,
                              grad_accum=grad_accum, max_steps=max_steps, threads=threads, device=device, mix=mix,
-                             echo=echo)
+                             distiller_examples=distiller_examples, echo=echo)
             (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
             (tmp / COMPLETE).write_text(f"{summary['base_model']}\n")
             old = target.with_name(f"{target.name}.old-{os.getpid()}")
@@ -134,7 +138,7 @@ def run_warmup(
 
 def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, learning_rate: float,
            grad_accum: int, max_steps: int, threads: int | None, device: str, mix: dict[str, float] | None,
-           echo: Callable[[str], None]) -> dict[str, Any]:
+           echo: Callable[[str], None], distiller_examples: int = 0) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -157,6 +161,10 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
     eot = end_of_turn_id(tokenizer)
     synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
     rows = synth.generate(examples, mix)
+    if distiller_examples:
+        from training.warmup_distiller import distiller_examples as make_distiller_examples
+
+        rows += make_distiller_examples(distiller_examples, seed=seed)
     encoded = [encode_example(ex, tokenizer, eot) for ex in rows]
     t_data = time.perf_counter() - t0
     kinds = Counter(ex.kind for ex in rows)
@@ -258,13 +266,15 @@ def warmup_command(
     learning_rate: float = typer.Option(DEFAULT_LR, "--lr", help="Peak learning rate (cosine decay)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."),
     seed: int = typer.Option(0, "--seed", help="Seed for example synthesis and training."),
+    distiller: int = typer.Option(DEFAULT_DISTILLER_EXAMPLES, "--distiller-examples", min=0, help="Extra examples "
+                                  "of the distiller's skill JSON (the embedded policy is the default distiller)."),
 ) -> None:
     """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
     from rich.console import Console
 
     console = Console()
     path = run_warmup(model, examples, epochs, out, force=force, seed=seed, learning_rate=learning_rate,
-                      threads=threads or None, echo=console.print)
+                      threads=threads or None, distiller_examples=distiller, echo=console.print)
     summary = read_summary(path) if (path / SUMMARY).exists() else {}
     console.print(f"[bold]{path}[/bold]")
     for key in ("base_model", "examples", "epochs", "steps", "first_loss", "final_loss", "train_loss", "seconds"):
