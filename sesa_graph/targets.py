@@ -8,12 +8,12 @@ stays clean. Sampling is a pure function of (seed, step): a resumed run draws th
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sesa_graph.fsutil import read_jsonl
 from tools.corpus import load_corpus
 
 
@@ -27,18 +27,14 @@ class Target:
 def load_ssp_pool(path: str | Path) -> list[Target]:
     """Read SSP's pool JSONL. A bad line raises with file and line number."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                gt = row["ground_truth"]
-                answer = gt[0] if isinstance(gt, list) else str(gt)
-                hops = int(row.get("search_turns") or 1)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-                raise ValueError(f"{path}:{n}: not an SSP pool row ({exc})") from None
-            out.append(Target(answer, max(1, min(hops, 5)), row.get("sys_question_example")))
+    for n, row in enumerate(read_jsonl(Path(path)), 1):
+        try:
+            gt = row["ground_truth"]
+            answer = gt[0] if isinstance(gt, list) else str(gt)
+            hops = int(row.get("search_turns") or 1)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"{path}: row {n}: not an SSP pool row ({exc})") from None
+        out.append(Target(answer, max(1, min(hops, 5)), row.get("sys_question_example")))
     if not out:
         raise ValueError(f"{path}: empty target pool")
     return out
