@@ -89,6 +89,36 @@ def summarize(rows: list[tuple[dict, dict]]) -> dict:
     }
 
 
+async def run_proposer(n: int, policy, search, seed: int) -> dict:
+    """``n`` greedy proposer rollouts on embedded-pool targets (hops 1..3), with the static validity
+    checks (the retrieval-augmented judge check is off: this measures the format)."""
+    import dataclasses
+
+    from graphs.propose import ProposeContext, propose
+    from sesa_graph.config import ProposerConfig
+    from sesa_graph.nodes.agent_loop import proposer_spec
+    from sesa_graph.targets import build_embedded_pool, sample_targets
+
+    cfg = ProposerConfig(rag_check=False)
+    spec = dataclasses.replace(proposer_spec(cfg), temperature=0.0)
+    ctx = ProposeContext(policy=policy, search=search, spec=spec, seed=seed, checks=cfg, judge=None)
+    targets = sample_targets(build_embedded_pool(seed=seed), n, step=0, seed=seed)
+    t = time.perf_counter()
+    states = await asyncio.gather(*(propose(tg.answer, tg.hops, ctx) for tg in targets))
+    reasons = Counter(s.get("invalid_reason") or "valid" for s in states)
+    for tg, s in zip(targets, states):
+        print(f"  proposer [{tg.answer} / {tg.hops} hops] {s.get('status')}, "
+              f"{len(s.get('searches') or [])} searches -> {s.get('invalid_reason') or 'valid'}: {s.get('final')!r}")
+    return {
+        "n": n,
+        "question_share": sum(s.get("status") == "answered" for s in states) / n,
+        "valid_share": reasons.get("valid", 0) / n,
+        "mean_searches": statistics.mean(len(s.get("searches") or []) for s in states),
+        "reasons": dict(reasons),
+        "seconds": time.perf_counter() - t,
+    }
+
+
 def print_table(results: dict[str, dict], model: str) -> None:
     cols = [("n", "n", "{:d}"), ("answered_share", "answered", "{:.0%}"), ("malformed_share", "malformed", "{:.0%}"),
             ("max_turns_share", "max_turns", "{:.0%}"), ("invalid_turn_share", "invalid turns", "{:.0%}"),
@@ -113,6 +143,7 @@ def main() -> None:
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
     ap.add_argument("--logprobs", action="store_true", help="also compute sampled-token logprobs (as training "
                     "does; about twice the time on CPU, same rollouts)")
+    ap.add_argument("--proposer", type=int, default=0, help="also run N proposer rollouts on embedded targets")
     ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
     args = ap.parse_args()
 
@@ -159,6 +190,12 @@ def main() -> None:
         print(f"\n=== [{row['dataset']}] {row['question']}  gold={row['golds']}  -> {row['status']}: {row['final']}")
         print(row["text"])
     print_table(results, args.model)
+    if args.proposer:
+        p = asyncio.run(run_proposer(args.proposer, policy, ctx.search, seed=0))
+        results["proposer"] = p
+        print(f"\nproposer format -- {p['n']} targets: wrote a <question> {p['question_share']:.0%}, "
+              f"valid (static checks) {p['valid_share']:.0%}, mean searches {p['mean_searches']:.2f}, "
+              f"reasons {p['reasons']}, {p['seconds']:.0f}s")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": args.model, "results": results, "rollouts": dump}, indent=1))
 

@@ -591,12 +591,16 @@ class Synthesizer:
         name = a.name
         if a.title in self.nats:
             nat = self.nats[a.title]
-            question, answer = f"What nationality was {name}?", nat
-            final_think = f"Doc {{rank}} says {name} was {nat}."
+            be = "was" if re.search(r"\bwas\b", a.text[:200]) else "is"
+            question, answer = f"What nationality {be} {name}?", nat
+            final_think = f"Doc {{rank}} says {name} {be} {nat}."
+            vague = " ".join(w for w in re.sub(r"\s*\([^)]*\)", "", a.description).split()
+                             if w.lower() != nat.lower())
         elif a.title in self.creators:
             what, verb, who = self.creators[a.title]
             question, answer = f"Who {verb} {name}?", who
             final_think = f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}."
+            vague = what
         else:
             return None
         if self.rng.random() < 0.6:
@@ -606,10 +610,10 @@ class Synthesizer:
             first = f"I need to look up {query}."
             second = f"No results. The name may be spelled differently; I will search for {name} as in the question."
         else:
-            query = re.sub(r"\s*\([^)]*\)", "", a.description).strip()
-            if len(_words(query)) < 2 or _mentions(query, name) or not self.search(query):
+            query = vague.strip()
+            if len(_words(query)) < 2 or _mentions(query, name) or _mentions(query, answer) or not self.search(query):
                 return None
-            first = f"I will search for {_lower_first(query)}."
+            first = f"I will search for {query}."
             second = f"The documents are not about {name}. I will search for {name} itself."
         return self._solver("retry_2", question, answer, [
             (first, query, Miss(a.title)),
