@@ -40,7 +40,9 @@ class Encoder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        m = self.model
+        get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension  # renamed in 6.x
+        return int(get())
 
     def _encode(self, texts: list[str], prompt_name: str | None) -> np.ndarray:
         if not texts:
