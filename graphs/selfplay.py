@@ -214,7 +214,8 @@ def collect(
                     "status": t.status, "correct": False, "step": step, "question_id": qid,
                 })
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]
-    rates = [o["success_rate"] for o in valid if o.get("success_rate") is not None]
+    # every solver group counts for the frontier, reused questions included
+    rates = [o["success_rate"] for o in finals if o["proposal"].get("valid") and o.get("success_rate") is not None]
     metrics = {
         "step": step,
         "items": sum(1 for o in finals if not o["proposal"].get("reused")),
