@@ -109,17 +109,38 @@ class Orchestrator:
 
         rng = random.Random(f"reuse:{self.cfg.seed}:{step}")
         picks = [rng.choice(self.reuse) for _ in range(need)] if self.reuse else []
-        tries = 0
-        while len(picks) < need and tries < 50 * need:  # nothing valid yet: cloze questions from the corpus
-            tries += 1
-            t = rng.choice(self.pool)
-            q = bootstrap_question(t.answer, self.cfg.search.corpus) if self.cfg.search.backend != "http" else None
-            if q:
-                picks.append({"question": q, "target": t.answer, "hops": 1})
+        if len(picks) < need:  # nothing valid yet: grounded questions synthesized from the corpus
+            picks += self._bootstrap(step, need - len(picks))
         if len(picks) < need:
             raise RuntimeError("cannot fill the solver batch: no valid proposal yet and no bootstrap question")
         return [{"item_id": f"{step}-r{i}", "target": p["target"], "hops": p["hops"], "reuse_question": p["question"]}
                 for i, p in enumerate(picks)]
+
+    def _bootstrap(self, step: int, n: int) -> list[dict[str, Any]]:
+        """Questions for the first steps of an untrained proposer: the warm-up's grounded solver questions
+        (their search retrieves the answer's article) on the embedded corpus, else cloze questions."""
+        if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
+            from training.warmup_data import PROPOSER_KINDS, DEFAULT_MIX, Synthesizer
+
+            mix = {k: v for k, v in DEFAULT_MIX.items() if k not in PROPOSER_KINDS and not k.startswith(("retry", "giveup"))}
+            rows = Synthesizer(self.search, seed=self.cfg.seed * 1000 + step).generate(n, mix)
+            out = []
+            for ex in rows:
+                question = ex.messages[-1]["content"].rsplit("Question:", 1)[-1].strip()
+                out.append({"question": question, "target": ex.target, "hops": ex.hops})
+            return out
+        import random
+
+        rng = random.Random(f"bootstrap:{self.cfg.seed}:{step}")
+        out = []
+        for _ in range(50 * n):
+            if len(out) == n:
+                break
+            t = rng.choice(self.pool)
+            q = bootstrap_question(t.answer, self.cfg.search.corpus) if self.cfg.search.backend != "http" else None
+            if q:
+                out.append({"question": q, "target": t.answer, "hops": 1})
+        return out
 
     def _memory_metrics(self, report: Any) -> dict[str, Any]:
         if report is None:

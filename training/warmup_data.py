@@ -14,19 +14,24 @@ by supervised fine-tuning on rollouts written here, each in exactly the token fo
 
 Each turn and each observation is tokenized on its own and the ids are concatenated, as in a rollout
 (generated ids + ``encode_text(observation)``). Only the policy's own tokens (the turns and the end-of-turn
-token) are trained: the prompt and the injected observations are masked out (``completion_mask`` 0).
+token) are trained: the prompt and the injected observations are masked out (``completion_mask`` 0), and
+so are deliberately failed searches (a misspelled or vague query that the next turn recovers from): the
+policy learns to recover from a miss, never to make one.
 
 Questions are synthesized from the embedded corpus: the first sentence of an article ("X was a Soviet
 pilot and cosmonaut who ..."), its Wikidata description ("1787 opera by Wolfgang Amadeus Mozart") and
 entities it names that are articles too. Every example is **grounded**: each search is run through the
 project's BM25 and the example is kept only if the article it is meant to find is among the ``k``
 results, and the answer (or the fact the next search needs) is visible in the cut text the policy reads.
+The exceptions are deliberate misses (verified *not* to find the article) in the ``retry_2`` and
+``giveup_2`` kinds; after two of them the ``giveup_2`` answer comes from the article, unseen.
 
 Kinds (``DEFAULT_MIX``): solver 1-hop (title from a first sentence or a description; nationality,
 creator, year), solver 2-hop (bridge to an entity then its fact; bridge to an entity then the article;
 two-entity comparisons: same nationality yes/no, "which is a X, A or B?"; a failed search -- no results
-for a misspelled name, or other articles for a vague query -- then a different query), proposer 1-hop and
-2-hop (the proposer's question never contains the target; hops >= 2 use two distinct searches).
+for a misspelled name, or other articles for a vague query -- then a different query; two failed searches,
+then an answer from what the model knows, so that it never searches on forever), proposer 1-hop and 2-hop
+(the proposer's question never contains the target; hops >= 2 use two distinct searches).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from tools.corpus import Doc
 from tools.render import render_docs
 
 Role = Literal["solver", "proposer"]
+Part = Literal["turn", "miss", "env"]
 
 # kind -> (role, share of the examples). Solver kinds first; "_2" kinds are two-hop.
 DEFAULT_MIX: dict[str, float] = {
@@ -63,9 +69,10 @@ DEFAULT_MIX: dict[str, float] = {
     "bridge_title_2": 0.09,  # A's first sentence with its entity B described by B's first sentence -> A
     "compare_same_2": 0.06,  # "Were X and Y of the same nationality?" -> yes/no
     "compare_kind_2": 0.06,  # "Which is a language, X or Y?" -> X
-    "retry_2": 0.09,  # a failed search (misspelled: no results; too vague: other articles), a new query, answer
+    "retry_2": 0.06,  # a failed search (misspelled: no results; too vague: other articles), a new query, answer
+    "giveup_2": 0.05,  # two failed searches, then an answer from what the model knows (no endless searching)
     "propose_1": 0.14,
-    "propose_2": 0.16,  # hops 2 or 3, two distinct searches
+    "propose_2": 0.14,  # hops 2 or 3, two distinct searches
 }
 PROPOSER_KINDS = ("propose_1", "propose_2")
 
@@ -149,20 +156,22 @@ class Miss:
 class WarmupExample:
     """One synthetic rollout.
 
-    ``segments`` is the completion in order: ``(text, trained)``; trained segments are the policy's turns,
-    untrained ones the observations the environment injects. The end-of-turn token is added when encoding.
+    ``segments`` is the completion in order: ``(text, part)`` with part ``"turn"`` (a policy turn, trained),
+    ``"miss"`` (a policy turn that searches badly on purpose: context only, not trained) or ``"env"`` (an
+    observation the environment injects, not trained). The end-of-turn token is added when encoding.
     """
 
     role: Role
     kind: str
     hops: int
     messages: list[dict[str, str]]
-    segments: list[tuple[str, bool]]
+    segments: list[tuple[str, Part]]
     final: str  # the solver's answer or the proposer's question
     target: str  # the solver's gold answer, or the proposer's target
     sources: list[str | None]  # per search: the title it had to retrieve (None: a deliberate miss)
     queries: list[str]
     searches: list[dict[str, Any]] = field(default_factory=list)  # as the agent loop records them
+    missed: str | None = None  # the article the deliberately failed searches (sources None) did not find
 
     @property
     def completion(self) -> str:
@@ -170,15 +179,25 @@ class WarmupExample:
 
     @property
     def turns(self) -> list[str]:
-        """The policy's turns (the trained segments), in order."""
-        return [text for text, trained in self.segments if trained]
+        """The policy's turns (trained or not), in order."""
+        return [text for text, part in self.segments if part != "env"]
+
+    @property
+    def trained_text(self) -> str:
+        return "".join(text for text, part in self.segments if is_trained(part))
 
     def to_record(self) -> dict[str, Any]:
         return {
             "role": self.role, "kind": self.kind, "hops": self.hops, "messages": self.messages,
             "completion": self.completion, "final": self.final, "target": self.target, "sources": self.sources,
-            "queries": self.queries,
+            "queries": self.queries, "missed": self.missed,
         }
+
+
+def is_trained(part: Part | bool) -> bool:
+    """Whether a segment is trained: ``"turn"`` (``True`` is accepted for single-turn examples built
+    elsewhere, e.g. ``training.warmup_distiller``)."""
+    return part is True or part == "turn"
 
 
 def observation(docs: Sequence[Doc], doc_chars: int, notice: str | None = None) -> tuple[list[Doc], str]:
@@ -383,6 +402,7 @@ class Synthesizer:
             "compare_same_2": [a for a in self.articles if a.title in self.nats],
             "compare_kind_2": [a for a in self.articles if a.title in self.kinds],
             "retry_2": [a for a in self.articles if a.title in self.nats or a.title in self.creators],
+            "giveup_2": [a for a in self.articles if a.title in self.nats or a.title in self.creators],
             "propose_1": [a for a in self.articles if a.title in self.clauses],
             "propose_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
         }
@@ -458,7 +478,7 @@ class Synthesizer:
     def _build(self, role: Role, kind: str, hops: int, messages: list[dict[str, str]],
                steps: list[tuple[str, str, str | Miss]], final_think: str, action: str, final: str,
                target: str) -> WarmupExample | None:
-        segments: list[tuple[str, bool]] = []
+        segments: list[tuple[str, Part]] = []
         searches: list[dict[str, Any]] = []
         seen = ""
         ranks: list[int] = []
@@ -476,17 +496,17 @@ class Synthesizer:
             # "{prev}" in a search turn's think is the rank of the doc the previous search was after
             think = think.replace("{prev}", str(ranks[-1]) if ranks else "1")
             ranks.append(rank)
-            segments.append((turn_text(think, "search", query), True))
-            segments.append((text, False))
+            segments.append((turn_text(think, "search", query), "miss" if isinstance(title, Miss) else "turn"))
+            segments.append((text, "env"))
             searches.append({"query": query, "docs": [
                 {"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in cut]})
             seen += text
-        if role == "solver" and final.lower() not in ("yes", "no") and not _mentions(seen, final):
+        if role == "solver" and kind != "giveup_2" and final.lower() not in ("yes", "no") and not _mentions(seen, final):
             return None  # the answer must be readable in what the policy was shown
-        segments.append((turn_text(final_think.replace("{rank}", str(ranks[-1])), action, final), True))
+        segments.append((turn_text(final_think.replace("{rank}", str(ranks[-1])), action, final), "turn"))
         return WarmupExample(role, kind, hops, messages, segments, final, target,
                              [None if isinstance(t, Miss) else t for _, _, t in steps], [q for _, q, _ in steps],
-                             searches)
+                             searches, next((t.title for _, _, t in steps if isinstance(t, Miss)), None))
 
     # ---- solver kinds -------------------------------------------------------------------------------
     def title_clause(self, a: Article) -> WarmupExample | None:
@@ -585,40 +605,68 @@ class Synthesizer:
             (f"Now I need to check what {second.name} is.", second.name, second.title),
         ], (other + " " + verdict).strip() if other else verdict)
 
-    def retry_2(self, a: Article) -> WarmupExample | None:
-        """A first search that fails (a misspelled name: no results; or a vague query: other articles),
-        then a different query that finds the article, then the answer."""
+    def _fact(self, a: Article) -> tuple[str, str, str, str] | None:
+        """(question, answer, final think, vague query) for a nationality or creator fact about ``a``."""
         name = a.name
         if a.title in self.nats:
             nat = self.nats[a.title]
             be = "was" if re.search(r"\bwas\b", a.text[:200]) else "is"
-            question, answer = f"What nationality {be} {name}?", nat
-            final_think = f"Doc {{rank}} says {name} {be} {nat}."
-            vague = " ".join(w for w in re.sub(r"\s*\([^)]*\)", "", a.description).split()
-                             if w.lower() != nat.lower())
-        elif a.title in self.creators:
+            vague = " ".join(w for w in re.sub(r"\s*\([^)]*\)", "", a.description).split() if w.lower() != nat.lower())
+            return f"What nationality {be} {name}?", nat, f"Doc {{rank}} says {name} {be} {nat}.", vague
+        if a.title in self.creators:
             what, verb, who = self.creators[a.title]
-            question, answer = f"Who {verb} {name}?", who
-            final_think = f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}."
-            vague = what
+            return f"Who {verb} {name}?", who, f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}.", what
+        return None
+
+    def _misses(self, a: Article, vague: str, answer: str) -> tuple[str | None, str | None]:
+        """Two bad queries for ``a``: its name misspelled (no results) and a vague description (results
+        that are other articles); None where not possible."""
+        spelled = misspell(a.name, self.rng)
+        if spelled is not None and self.search(spelled):
+            spelled = None
+        vague = vague.strip()
+        if (len(_words(vague)) < 2 or _mentions(vague, a.name) or _mentions(vague, answer) or not self.search(vague)
+                or any(d.title == a.title for d in self.search(vague))):
+            vague = None
+        return spelled, vague
+
+    def retry_2(self, a: Article) -> WarmupExample | None:
+        """A first search that fails (a misspelled name: no results; or a vague query: other articles),
+        then a different query that finds the article, then the answer. The failed turn is not trained."""
+        fact = self._fact(a)
+        if fact is None:
+            return None
+        question, answer, final_think, vague = fact
+        spelled, vague = self._misses(a, vague, answer)
+        if spelled and (vague is None or self.rng.random() < 0.5):
+            first, query = f"I need to look up {spelled}.", spelled
+            second = f"No results. The name may be spelled differently; I will search for {a.name} as in the question."
+        elif vague:
+            first, query = f"I will search for {vague}.", vague
+            second = f"The documents are not about {a.name}. I will search for {a.name} itself."
         else:
             return None
-        if self.rng.random() < 0.6:
-            query = misspell(name, self.rng)
-            if query is None or self.search(query):
-                return None
-            first = f"I need to look up {query}."
-            second = f"No results. The name may be spelled differently; I will search for {name} as in the question."
-        else:
-            query = vague.strip()
-            if len(_words(query)) < 2 or _mentions(query, name) or _mentions(query, answer) or not self.search(query):
-                return None
-            first = f"I will search for {query}."
-            second = f"The documents are not about {name}. I will search for {name} itself."
         return self._solver("retry_2", question, answer, [
             (first, query, Miss(a.title)),
-            (second, name, a.title),
+            (second, a.name, a.title),
         ], final_think)
+
+    def giveup_2(self, a: Article) -> WarmupExample | None:
+        """Two failed searches with different queries, then an answer from what the model knows: after two
+        misses, answer instead of searching on (the failed turns are not trained, the answer is)."""
+        fact = self._fact(a)
+        if fact is None:
+            return None
+        question, answer, _, vague = fact
+        spelled, vague = self._misses(a, vague, answer)
+        if not (spelled and vague):
+            return None
+        steps = [(f"I need to look up {spelled}.", spelled, Miss(a.title)),
+                 (f"I will search for {vague}.", vague, Miss(a.title))]
+        if self.rng.random() < 0.5:
+            steps.reverse()
+        return self._solver("giveup_2", question, answer, steps,
+                            f"Two searches found nothing about {a.name}. I will answer from what I know.")
 
     # ---- proposer kinds -----------------------------------------------------------------------------
     def _proposer(self, kind: str, hops: int, a: Article, steps: list[tuple[str, str, str | Miss]],
@@ -772,10 +820,10 @@ def encode_example(ex: WarmupExample, tokenizer: Any, eot_id: int | None = None)
     and the closing end-of-turn token; 0 on the prompt and on injected observations)."""
     ids = prompt_ids(tokenizer, ex.messages)
     mask = [0] * len(ids)
-    for text, trained in ex.segments:
+    for text, part in ex.segments:
         seg = text_ids(tokenizer, text)
         ids += seg
-        mask += [int(trained)] * len(seg)
+        mask += [int(is_trained(part))] * len(seg)
     ids.append(end_of_turn_id(tokenizer) if eot_id is None else eot_id)
     mask.append(1)
     return {"input_ids": ids, "completion_mask": mask}

@@ -36,7 +36,7 @@ from training.warmup_data import (  # noqa: E402
     text_ids,
 )
 
-N = 48  # four per kind
+N = 52  # four per kind
 
 
 @pytest.fixture(scope="session")
@@ -73,24 +73,27 @@ def test_the_mix_is_met(examples):
 def test_every_search_retrieves_its_source(examples, backend):
     k, doc_chars = SolverConfig().search_k, SolverConfig().doc_chars
     for ex in examples:
-        infos = [text for text, trained in ex.segments if not trained]
+        infos = [text for text, part in ex.segments if part == "env"]
         assert len(ex.queries) == len(ex.sources) == len(infos) >= 1
         for query, source, info in zip(ex.queries, ex.sources, infos):
             (docs,) = backend.search([query], k)
             titles = [d.title for d in docs]
-            if source is None:  # a deliberate miss, recovered by the next search
-                assert ex.kind == "retry_2" and ex.sources[-1] not in titles
+            if source is None:  # a deliberate miss: verified not to find the article
+                assert ex.kind in ("retry_2", "giveup_2") and ex.missed not in titles
             else:
                 assert source in titles, (ex.kind, query, source)
             assert info == observation(docs, doc_chars)[1]  # the injected text, byte for byte
-        assert ex.sources[-1] is not None
+        if ex.kind == "giveup_2":
+            assert ex.sources == [None, None] and len(set(ex.queries)) == 2
+        else:
+            assert ex.sources[-1] is not None
 
 
 def test_solver_answers_are_readable_in_the_observations(examples):
     for ex in examples:
-        if ex.role != "solver" or ex.final in ("yes", "no"):
+        if ex.role != "solver" or ex.final in ("yes", "no") or ex.kind == "giveup_2":
             continue
-        seen = "".join(text for text, trained in ex.segments if not trained)
+        seen = "".join(text for text, part in ex.segments if part == "env")
         assert contains_answer(seen, [ex.final]), (ex.kind, ex.final)
         assert ex.final == ex.target
 
@@ -116,10 +119,12 @@ def test_turns_parse_one_by_one(examples):
 
 def test_observations_follow_each_search(examples):
     for ex in examples:
-        trained = [t for _, t in ex.segments]
-        assert trained == [True, False] * len(ex.queries) + [True]
-        for text, is_turn in ex.segments:
-            if not is_turn:
+        parts = [p for _, p in ex.segments]
+        assert parts[1::2] == ["env"] * len(ex.queries) and parts[-1] == "turn"
+        misses = parts[0:-1:2].count("miss")
+        assert misses == {"retry_2": 1, "giveup_2": 2}.get(ex.kind, 0)
+        for text, part in ex.segments:
+            if part == "env":
                 assert text.startswith(("\n<information>Doc 1 (Title: ", "\n<information>No results found."))
                 assert text.endswith("</information>\n")
 
@@ -171,21 +176,22 @@ async def test_observation_is_what_the_agent_loop_injects(backend):
 def test_masks_cover_exactly_the_policy_tokens(examples, tokenizer):
     eot = end_of_turn_id(tokenizer)
     assert tokenizer.convert_ids_to_tokens(eot) == "<|im_end|>"
-    for ex in examples[:12]:
+    chosen = examples[:12] + [e for e in examples if e.kind in ("retry_2", "giveup_2")]
+    for ex in chosen:
         enc = encode_example(ex, tokenizer)
         ids, mask = enc["input_ids"], enc["completion_mask"]
         assert len(ids) == len(mask)
         prompt = prompt_ids(tokenizer, ex.messages)
         assert ids[: len(prompt)] == prompt and not any(mask[: len(prompt)])
         pos = len(prompt)
-        for text, trained in ex.segments:  # each piece tokenized alone, as the agent loop does
+        for text, part in ex.segments:  # each piece tokenized alone, as the agent loop does
             seg = text_ids(tokenizer, text)
             assert ids[pos: pos + len(seg)] == seg
-            assert mask[pos: pos + len(seg)] == [int(trained)] * len(seg)
+            assert mask[pos: pos + len(seg)] == [int(part == "turn")] * len(seg)
             pos += len(seg)
         assert ids[pos:] == [eot] and mask[pos:] == [1]
         trained_text = tokenizer.decode([i for i, m in zip(ids, mask) if m])
-        assert trained_text == "".join(ex.turns) + "<|im_end|>"
+        assert trained_text == ex.trained_text + "<|im_end|>"
         assert "<information>" not in trained_text
 
 
@@ -195,13 +201,15 @@ ARTICLES = [
     Article("Don Giovanni", "Don Giovanni is an opera in two acts with music by Wolfgang Amadeus Mozart and "
             "an Italian libretto by Lorenzo Da Ponte.", "1787 opera by Wolfgang Amadeus Mozart", "Arts"),
     Article("Wolfgang Amadeus Mozart", "Wolfgang Amadeus Mozart was an Austrian composer of the Classical period.",
-            "Austrian composer (1756–1791)", "People"),
+            "Austrian court musician (1756–1791)", "People"),
     Article("Vienna", "Vienna is the capital and most populous city of Austria.", "Capital of Austria", "Geography"),
     Article("Austria", "Austria is a landlocked country in Central Europe.", "Country in Central Europe", "Geography"),
     Article("Salzburg", "Salzburg is the fourth-largest city in Austria, on the Salzach river.",
             "City in Austria", "Geography"),
     Article("Ludwig van Beethoven", "Ludwig van Beethoven was a German composer and pianist.",
             "German composer (1770–1827)", "People"),
+    Article("Antonio Salieri", "Antonio Salieri was an Italian court musician and teacher.",
+            "Italian composer (1750–1825)", "People"),
 ]
 
 
@@ -254,7 +262,23 @@ def test_retry_recovers_with_a_different_query(small):
         first_obs = ex.segments[1][0]
         seen.add("no results" if "No results found." in first_obs else "other docs")
         assert "Mozart" not in first_obs
-    assert "no results" in seen  # (the vague-query variant needs a corpus with near misses: see the big test)
+    assert seen == {"no results", "other docs"}
+
+
+def test_giveup_answers_after_two_different_misses(small):
+    made = 0
+    for seed in range(30):
+        small.rng.seed(seed)
+        ex = small.giveup_2(ARTICLES[1])
+        if ex is None:
+            continue
+        made += 1
+        assert ex.sources == [None, None] and ex.missed == "Wolfgang Amadeus Mozart"
+        assert len(set(ex.queries)) == 2 and "Wolfgang Amadeus Mozart" not in ex.queries
+        assert [p for _, p in ex.segments] == ["miss", "env", "miss", "env", "turn"]
+        assert ex.final == "Austrian" and ex.turns[-1].startswith("<think>Two searches found nothing")
+        assert "court musician" in ex.queries  # the vague one finds Salieri, not Mozart
+    assert made
 
 
 def test_ungrounded_examples_are_dropped(small):
