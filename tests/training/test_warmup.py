@@ -58,7 +58,7 @@ def test_tiny_sft_run_changes_weights_and_loads(home):
     from sesa_graph.embedded import embedded_model_dir, resolve_policy_model
     from sesa_graph.policy.local import LocalPolicy
 
-    out = run_warmup("embedded", examples=3, epochs=1, max_steps=2, grad_accum=1, threads=1)
+    out = run_warmup("embedded", examples=3, epochs=1, max_steps=2, grad_accum=1, threads=1, distiller_examples=0)
     assert out == home / "models" / EMBEDDED_WARM_DIRNAME and is_complete(out)
     assert not list(out.parent.glob("*.tmp-*"))  # the temporary directory was renamed into place
     summary = json.loads((out / "warmup.json").read_text())
@@ -110,7 +110,7 @@ def test_any_small_model_by_path(home, tmp_path):
     LlamaForCausalLM(cfg).save_pretrained(src)
     tok.save_pretrained(src)
 
-    out = run_warmup(str(src), examples=2, epochs=1, max_steps=1, grad_accum=1, threads=1)
+    out = run_warmup(str(src), examples=2, epochs=1, max_steps=1, grad_accum=1, threads=1, distiller_examples=0)
     assert out == home / "models" / "tiny-llama-warm" and is_complete(out)
     summary = json.loads((out / "warmup.json").read_text())
     assert summary["base_model"] == str(src) and summary["steps"] == 1
