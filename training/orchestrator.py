@@ -183,6 +183,7 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
     m["solver_status"] = {k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
                           for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}}
     m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
+    m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
     m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])
     m["failures"] = a.metrics["failures"] + b.metrics["failures"]
     return StepOutput(a.items + b.items, a.proposer, a.solver + b.solver, a.failures + b.failures,
