@@ -141,8 +141,6 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8, help="rollouts in flight (micro-batched)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)")
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
-    ap.add_argument("--logprobs", action="store_true", help="also compute sampled-token logprobs (as training "
-                    "does; about twice the time on CPU, same rollouts)")
     ap.add_argument("--proposer", type=int, default=0, help="also run N proposer rollouts on embedded targets")
     ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
     args = ap.parse_args()
@@ -158,14 +156,7 @@ def main() -> None:
     from tools.backends import make_backend
     from tools.config import SearchConfig
 
-    class GreedyEvalPolicy(LocalPolicy):
-        """Skips the second forward pass that computes sampled-token logprobs: greedy evaluation never
-        reads them, and on CPU that pass costs as much as the generation itself."""
-
-        def _sampled_logprobs(self, prompts, completions, temp):
-            return [[0.0] * len(c) for c in completions]
-
-    policy = (LocalPolicy if args.logprobs else GreedyEvalPolicy)(args.model, max_batch_size=args.concurrency)
+    policy = LocalPolicy(args.model, max_batch_size=args.concurrency)
     ctx = RolloutContext(policy=policy, search=make_backend(SearchConfig()),
                          spec=solver_spec(SolverConfig(), greedy=True), seed=0)
     results: dict[str, dict] = {}
@@ -184,6 +175,8 @@ def main() -> None:
                          "status": s.get("status"), "final": s.get("final"), "n_turns": s.get("n_turns"),
                          "searches": [x["query"] for x in s.get("searches") or []],
                          "text": policy.tokenizer.decode(s.get("completion_ids") or [])})
+        if args.json:  # after every dataset, so a long run that dies keeps what it measured
+            Path(args.json).write_text(json.dumps({"model": args.model, "results": results, "rollouts": dump}, indent=1))
     if len(results) > 1:
         results["all"] = {**summarize(everything), "seconds": time.perf_counter() - t_all}
     for row in dump[: args.show]:

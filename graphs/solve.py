@@ -23,11 +23,7 @@ from sesa_graph.state import SolveInput, SolveState
 _ROUTE = {"search": "search", "agent": "agent", "end": END}
 
 
-def solver_messages(question: str, skills_block: str | None, max_turns: int) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": prompts.render_solver_system(max(max_turns - 1, 1))},
-        {"role": "user", "content": prompts.render_solver_user(question, skills_block)},
-    ]
+solver_messages = prompts.solver_messages  # re-exported: callers of the graph build prompts through it
 
 
 async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:

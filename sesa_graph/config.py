@@ -69,6 +69,11 @@ class SolverConfig(Strict):
     search_k: int = Field(3, ge=1, description="Documents returned per search call.")
     doc_chars: int = Field(400, ge=50, description="Each retrieved document is cut to this many characters in "
                            "the prompt, so small-context models keep room for several turns.")
+    force_final_answer: bool = Field(False, description="On the last generation the environment writes the opening "
+                                     "<answer> tag (not trained on), so a rollout that ran out of searches still "
+                                     "answers. Off by default, as in the paper's evaluation; the tiny CPU config "
+                                     "turns it on because its 3-turn rollouts otherwise mostly end max_turns with "
+                                     "reward 0 and no GRPO signal.")
 
 
 class ProposerConfig(Strict):
@@ -83,6 +88,11 @@ class ProposerConfig(Strict):
     rag_check: bool = Field(True, description="Require that the judge, reading the proposer's evidence mixed with "
                             "distractors, answers the question with the target.")
     rag_distractors: int = Field(4, ge=0, description="Distractor documents mixed into the retrieval-augmented check.")
+    force_final_question: bool = Field(True, description="On the proposer's last turn the environment writes the "
+                                       "opening <question> tag (not trained on), so a proposer that ran out of "
+                                       "turns still yields a question for the checks. Without it a small proposer "
+                                       "mostly ends in no_question failures, which all earn the same penalty "
+                                       "and leave GRPO without signal.")
 
 
 class JudgeConfig(Strict):

@@ -44,6 +44,14 @@ def render_solver_user(question: str, skills_block: str | None = None) -> str:
     return SOLVER_USER.format(question=escape(question))
 
 
+def solver_messages(question: str, skills_block: str | None, max_turns: int) -> list[dict[str, str]]:
+    """The solver's chat: system (with its search budget, one turn kept for the answer) and user."""
+    return [
+        {"role": "system", "content": render_solver_system(max(max_turns - 1, 1))},
+        {"role": "user", "content": render_solver_user(question, skills_block)},
+    ]
+
+
 # --- Skills (what the solver sees of the skill bank) ---
 
 SKILLS_HEADER = "Search tips that may help:"
@@ -137,25 +145,12 @@ Gold answers: {gold_answers}
 Predicted answer: {prediction}
 Reply with one word: Correct or Wrong."""
 
-JUDGE_RAG_PROMPT = """Answer the question using only the documents below.
-Documents:
-{documents}
-
-Question: {question}
-Write only the short answer inside <answer> </answer>."""
-
-
 def render_judge_prompt(question: str, golds: Sequence[str], prediction: str) -> str:
     return JUDGE_PROMPT.format(
         question=escape(question),
         gold_answers="; ".join(escape(g) for g in golds),
         prediction=escape(prediction),
     )
-
-
-def render_judge_rag_prompt(question: str, documents: str) -> str:
-    """``documents`` is rendered text (``tools.render.render_docs``); it is escaped here."""
-    return JUDGE_RAG_PROMPT.format(documents=escape(documents), question=escape(question))
 
 
 # --- Distiller (skill memory) ---

@@ -108,6 +108,13 @@ def render_information(text: str, notice: str | None = None) -> str:
     return f"\n<information>{inner}</information>\n"
 
 
+def open_tag(action: str) -> str:
+    """The opening tag of an action, e.g. ``<question>``: injected before a forced last turn."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}")
+    return f"<{action}>"
+
+
 def render_notice(notice: str) -> str:
     """An observation that is only trusted protocol text, e.g. ``prompts.INVALID_ACTION``."""
     return f"\n<information>{_check_notice(notice)}</information>\n"

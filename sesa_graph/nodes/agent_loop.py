@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sesa_graph import prompts, protocol
+from sesa_graph.config import ProposerConfig, SolverConfig
 from sesa_graph.policy import GenerationRequest, PolicyClient, SamplingParams
 from sesa_graph.state import RolloutState
 from tools.backends import SearchBackend
@@ -41,6 +42,9 @@ class LoopSpec:
     search_k: int = 3
     doc_chars: int = 400
     search_retries: int = 2
+    # Open the terminal tag for the policy on its last turn (injected, env_mask 0), so a rollout that ran
+    # out of turns still ends in a question/answer the checks can judge instead of a format failure.
+    force_final_action: bool = False
 
 
 @dataclass
@@ -82,7 +86,10 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     (res,) = await ctx.policy.generate(
         [GenerationRequest(prompt_ids=state["prompt_ids"] + state["completion_ids"], sampling=sampling)]
     )
-    turn = protocol.parse_turn(res.text, allowed=spec.allowed)
+    forced = protocol.open_tag(spec.terminal) if state["final_turn"] and spec.force_final_action else ""
+    turn = protocol.parse_turn(forced + res.text, allowed=spec.allowed)
+    if forced and turn.kind == "invalid" and (raw := protocol.parse_turn(res.text, allowed=spec.allowed)).kind == "search":
+        turn = raw  # it searched with no searches left: ends max_turns, as without the forced tag
     n_turns = state["n_turns"] + 1
     update: dict[str, Any] = {
         "completion_ids": state["completion_ids"] + res.token_ids,
@@ -90,7 +97,7 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
         "logprobs": state["logprobs"] + res.logprobs,
         "n_turns": n_turns,
         "turns": state["turns"] + [{
-            "text": res.text, "kind": turn.kind, "content": turn.content, "think": turn.think,
+            "text": forced + res.text, "kind": turn.kind, "content": turn.content, "think": turn.think,
             "reason": turn.reason, "finish": res.finish_reason,
         }],
     }
@@ -105,7 +112,12 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     if n_turns >= spec.max_turns:
         notice, update["final_turn"] = f"{notice}\n{spec.final_notice}", True
     merged = {**state, **update}
-    return {**update, **_inject(merged, ctx, protocol.render_notice(notice))}, "agent"
+    text = protocol.render_notice(notice) + _final_prefix(spec, merged)
+    return {**update, **_inject(merged, ctx, text)}, "agent"
+
+
+def _final_prefix(spec: LoopSpec, state: dict[str, Any]) -> str:
+    return protocol.open_tag(spec.terminal) if state.get("final_turn") and spec.force_final_action else ""
 
 
 async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str, Any], str]:
@@ -130,11 +142,11 @@ async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str
     notice = None
     if state["n_turns"] >= spec.max_turns:
         notice, update["final_turn"] = spec.final_notice, True
-    text = protocol.render_information(render_docs(docs), notice=notice)
+    text = protocol.render_information(render_docs(docs), notice=notice) + _final_prefix(spec, update)
     return {**update, **_inject(state, ctx, text)}, "agent"
 
 
-def solver_spec(cfg: Any, greedy: bool = False) -> LoopSpec:
+def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:
     """LoopSpec from a :class:`sesa_graph.config.SolverConfig`."""
     return LoopSpec(
         role="solver", stops=protocol.SOLVER_STOPS, allowed=protocol.SOLVER_ACTIONS, terminal="answer",
@@ -142,14 +154,16 @@ def solver_spec(cfg: Any, greedy: bool = False) -> LoopSpec:
         max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_total_tokens=cfg.max_total_tokens, temperature=0.0 if greedy else cfg.temperature,
         top_p=cfg.top_p, search_k=cfg.search_k, doc_chars=cfg.doc_chars,
+        force_final_action=cfg.force_final_answer,
     )
 
 
-def proposer_spec(cfg: Any, search_k: int = 3, doc_chars: int = 400) -> LoopSpec:
+def proposer_spec(cfg: ProposerConfig, search_k: int = 3, doc_chars: int = 400) -> LoopSpec:
     """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`."""
     return LoopSpec(
         role="proposer", stops=protocol.PROPOSER_STOPS, allowed=protocol.PROPOSER_ACTIONS, terminal="question",
         invalid_notice=prompts.PROPOSER_INVALID_ACTION, final_notice=prompts.PROPOSER_FINAL_NOTICE,
         max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_total_tokens=2048, temperature=cfg.temperature, search_k=search_k, doc_chars=doc_chars,
+        force_final_action=cfg.force_final_question,
     )

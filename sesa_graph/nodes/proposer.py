@@ -16,7 +16,7 @@ from typing import Any
 from sesa_graph import protocol
 from sesa_graph.config import ProposerConfig
 from sesa_graph.policy import GenerationRequest, PolicyClient, SamplingParams
-from sesa_graph.prompts import render_judge_rag_prompt
+from sesa_graph import prompts
 from sesa_graph.scoring import contains_answer, exact_match, normalize_answer
 from tools.backends import SearchBackend
 from tools.corpus import Doc
@@ -66,18 +66,26 @@ async def rag_check(
     question: str, target: str, evidence: list[Doc], judge: PolicyClient, search: SearchBackend,
     distractors: int, seed: int, doc_chars: int = 400,
 ) -> tuple[bool, str | None]:
-    """Answer ``question`` from evidence + distractors with the judge model; pass iff it reaches the target."""
+    """Answer ``question`` from evidence + distractors with the judge model; pass iff it reaches the target.
+
+    The judge answers the way the solver does -- the solver's prompt, one search already made whose results
+    are these documents, then its ``<answer>`` -- so a policy that learned the rollout format (the warmed
+    embedded model) reads the evidence in the form it knows rather than a second prompt style.
+    """
     ids = {d.id for d in evidence}
     (candidates,) = await asyncio.to_thread(search.search, [question], distractors + len(ids) + 2)
     extra = [d for d in candidates if d.id not in ids][:distractors]
     docs = [Doc(d.id, d.title, d.text[:doc_chars]) for d in evidence[:6] + extra]
     random.Random(seed).shuffle(docs)
-    prompt = render_judge_rag_prompt(question, render_docs(docs))
+    forced = protocol.open_tag("answer")
+    observation = protocol.render_search(question) + protocol.render_information(
+        render_docs(docs), notice=prompts.FINAL_TURN_NOTICE) + forced
+    prompt_ids = judge.encode_messages(prompts.solver_messages(question, None, max_turns=2))
     (res,) = await judge.generate([GenerationRequest(
-        messages=[{"role": "user", "content": prompt}],
+        prompt_ids=prompt_ids + judge.encode_text(observation),
         sampling=SamplingParams(max_tokens=32, temperature=0.0, stop=("</answer>",)),
     )])
-    answer = protocol.final_answer(res.text) or res.text.strip()
+    answer = protocol.final_answer(forced + res.text) or res.text.replace("</answer>", "").strip()
     ok = bool(answer) and (exact_match(answer, [target]) == 1.0 or contains_answer(answer, [target]))
     return ok, answer
 

@@ -2,9 +2,10 @@
 
 Concurrent ``generate`` calls (e.g. the G rollouts of a group, each its own LangGraph subgraph) are
 queued and served together by one left-padded, KV-cached ``model.generate`` call, which is where the
-throughput on a small model comes from. Log-probs of the sampled tokens are computed afterwards with one
-forward pass over the finished sequences as ``log_softmax(logits / temperature)`` -- the same quantity
-TRL's GRPO trainer computes -- instead of keeping every step's full-vocabulary scores in memory.
+throughput on a small model comes from. Log-probs of the sampled tokens are ``log_softmax(logits /
+temperature)`` of the raw logits ``generate`` returns for each step -- the same quantity TRL's GRPO trainer
+computes. (A second forward pass over the finished sequences would give the same numbers but doubles the
+cost of a turn on CPU, where re-reading the prompt dominates.)
 """
 
 from __future__ import annotations
@@ -191,8 +192,10 @@ class LocalPolicy:
                 stopping_criteria=[stopper],
                 pad_token_id=self.pad_id,
                 eos_token_id=self.eos_ids,
+                return_dict_in_generate=True,
+                output_logits=True,
             )
-            gen = out[:, width:]
+            gen = out.sequences[:, width:]
             completions = []
             for row, i in enumerate(live):
                 ids = gen[row].tolist()[: budgets[i]]
@@ -205,9 +208,7 @@ class LocalPolicy:
                 if stop is not None:
                     ids, finish = ids[:keep], "stop"
                 completions.append((ids, finish, stop))
-            logprobs = self._sampled_logprobs(
-                [prompts[i] for i in live], [c[0] for c in completions], 1.0 if greedy else sp.temperature
-            )
+            logprobs = _step_logprobs(out.logits, gen, [len(c[0]) for c in completions], 1.0 if greedy else sp.temperature)
         self.stats["batches"] += 1
         self.stats["requests"] += len(live)
         self.stats["generated_tokens"] += sum(len(c[0]) for c in completions)
@@ -217,26 +218,6 @@ class LocalPolicy:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             results[i] = GenerationResult(text, ids, logprobs[row], prompts[i], finish, stop)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
-
-    def _sampled_logprobs(self, prompts: list[list[int]], completions: list[list[int]], temp: float) -> list[list[float]]:
-        """log p(token | prefix) of each completion token, from one right-padded forward pass."""
-        seqs = [p + c for p, c in zip(prompts, completions)]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, s in enumerate(seqs):
-            ids[row, : len(s)] = torch.tensor(s)
-            mask[row, : len(s)] = 1
-        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-        out = []
-        for row, (p, c) in enumerate(zip(prompts, completions)):
-            if not c:
-                out.append([])
-                continue
-            step = logits[row, len(p) - 1 : len(p) + len(c) - 1].float() / temp
-            lp = torch.log_softmax(step, dim=-1).gather(-1, torch.tensor(c, device=step.device)[:, None])
-            out.append([float(x) for x in lp[:, 0].cpu()])
-        return out
 
     # ---- weights -----------------------------------------------------------------------------------
     def reload(self, weights_dir: str | Path) -> None:
@@ -258,6 +239,17 @@ class LocalPolicy:
                     f"unexpected {list(unexpected)[:5]}"
                 )
             self.version += 1
+
+
+def _step_logprobs(logits: tuple[torch.Tensor, ...], gen: torch.Tensor, lengths: list[int], temp: float) -> list[list[float]]:
+    """log p of each row's first ``lengths[row]`` generated tokens from the per-step raw logits."""
+    out: list[list[float]] = [[] for _ in lengths]
+    for step in range(max(lengths, default=0)):
+        lp = torch.log_softmax(logits[step].float() / temp, dim=-1).gather(-1, gen[:, step : step + 1])[:, 0].tolist()
+        for row, n in enumerate(lengths):
+            if step < n:
+                out[row].append(lp[row])
+    return out
 
 
 def _sampling_key(r: GenerationRequest) -> tuple:

@@ -248,8 +248,7 @@ def test_prompts_are_filled_and_escaped():
     assert "Richard Strauss" in proposer and "2 searches" in proposer
     judge = prompts.render_judge_prompt("Q?", ["a", "b"], "c</answer>")
     assert "Gold answers: a; b" in judge and "c\u2039/answer>" in judge
-    rag = prompts.render_judge_rag_prompt("Q?", "Doc 1 (Title: T) x <|im_end|>")
-    assert "\u2039|im_end|>" in rag and "Question: Q?" in rag
+    assert prompts.solver_messages("Q?", None, max_turns=2)[1]["content"] == "Question: Q?"
 
 
 def test_notices_are_never_an_answer():

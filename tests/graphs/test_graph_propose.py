@@ -41,6 +41,20 @@ def test_invalid_proposals_name_their_reason(tokenizer, search, script, hops, re
     assert out["valid"] is False and out["invalid_reason"] == reason
 
 
+def test_last_turn_opens_the_question_tag(tokenizer, search):
+    # turns run out after two searches; the environment opens <question> and the policy only finishes it
+    script = ["<search>Gustave Eiffel</search>", "<search>Eiffel Tower engineer</search>",
+              "In which city was the engineer of the Paris lattice tower born?</question>"]
+    policy = ScriptedPolicy(tokenizer, script)
+    out = asyncio.run(propose("Dijon", 2, _ctx(policy, search, max_turns=2)))
+    assert out["status"] == "answered" and out["final"].startswith("In which city")
+    assert policy.prompts[-1].endswith("<question>")
+    # without forcing the same rollout is a format failure
+    out = asyncio.run(propose("Dijon", 2, _ctx(ScriptedPolicy(tokenizer, script), search, max_turns=2,
+                                               force_final_question=False)))
+    assert out["invalid_reason"] == "no_question:malformed"
+
+
 def test_valid_two_hop_proposal_with_rag_check(tokenizer, search):
     script = ["<search>Gustave Eiffel</search>", "<search>Eiffel Tower engineer</search>",
               "<question>In which city was the engineer whose company designed the Paris lattice tower born?</question>"]
