@@ -14,6 +14,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,9 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
     mpath = run_dir / "metrics.jsonl"
     if mpath.exists():
         rows = [json.loads(line) for line in mpath.read_text().splitlines() if line.strip() and '"step"' in line]
+    # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
+    # trainers running; treat it like Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         trainers.start()
         orch = Orchestrator(cfg, run_dir, resume=resume is not None)
@@ -225,9 +229,15 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
         raise
     finally:
         trainers.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     summary = write_summary(run_dir, cfg, rows, time.time() - t0)
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:

@@ -36,3 +36,24 @@ def test_killed_run_resumes_to_a_consistent_end(tmp_path):
     solver = TrajectoryStore(run).read_all("solver")
     assert len(solver[solver["selected"]]) == 2 * 2  # questions x group per step, each step once
     assert (run / "summary.json").exists()
+
+
+def test_sigterm_stops_the_trainers_too(tmp_path):
+    import signal
+    import time
+
+    import resume_trials
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY))
+    run_dir = tmp_path / "runs" / "term"
+    with open(tmp_path / "log.txt", "w") as log:
+        p = resume_trials._train(["-c", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--name", "term"], stdout=log)
+        deadline = time.time() + 300
+        while len(resume_trials.trainers_alive(run_dir)) < 2 and time.time() < deadline and p.poll() is None:
+            time.sleep(0.5)
+        assert resume_trials.trainers_alive(run_dir), (tmp_path / "log.txt").read_text()[-2000:]
+        p.send_signal(signal.SIGTERM)  # the orchestrator only, as `kill PID` would
+        assert p.wait(timeout=120) != 0
+    time.sleep(1)
+    assert resume_trials.trainers_alive(run_dir) == [], (tmp_path / "log.txt").read_text()[-2000:]
