@@ -31,6 +31,9 @@ INVALID_ACTION = (
 )
 
 FINAL_TURN_NOTICE = "No searches left. Give your answer now with <answer>answer</answer>."
+# When the environment opens the tag itself, the notice shows no example to copy: a small model given
+# "<answer>answer</answer>" right before an opened tag wrote the word "answer" in 19 of 40 rollouts.
+FINAL_TURN_FORCED_NOTICE = "No searches left. Write only the answer itself now."
 
 
 def render_solver_system(max_searches: int) -> str:
@@ -131,6 +134,7 @@ PROPOSER_INVALID_ACTION = (
 )
 
 PROPOSER_FINAL_NOTICE = "No searches left. Write your question now with <question>your question</question>."
+PROPOSER_FINAL_FORCED_NOTICE = "No searches left. Write your question now."
 
 
 def render_proposer_user(target: str, hops: int) -> str:

@@ -150,7 +150,8 @@ def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:
     """LoopSpec from a :class:`sesa_graph.config.SolverConfig`."""
     return LoopSpec(
         role="solver", stops=protocol.SOLVER_STOPS, allowed=protocol.SOLVER_ACTIONS, terminal="answer",
-        invalid_notice=prompts.INVALID_ACTION, final_notice=prompts.FINAL_TURN_NOTICE,
+        invalid_notice=prompts.INVALID_ACTION,
+        final_notice=prompts.FINAL_TURN_FORCED_NOTICE if cfg.force_final_answer else prompts.FINAL_TURN_NOTICE,
         max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_total_tokens=cfg.max_total_tokens, temperature=0.0 if greedy else cfg.temperature,
         top_p=cfg.top_p, search_k=cfg.search_k, doc_chars=cfg.doc_chars,
@@ -162,7 +163,8 @@ def proposer_spec(cfg: ProposerConfig, search_k: int = 3, doc_chars: int = 400) 
     """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`."""
     return LoopSpec(
         role="proposer", stops=protocol.PROPOSER_STOPS, allowed=protocol.PROPOSER_ACTIONS, terminal="question",
-        invalid_notice=prompts.PROPOSER_INVALID_ACTION, final_notice=prompts.PROPOSER_FINAL_NOTICE,
+        invalid_notice=prompts.PROPOSER_INVALID_ACTION,
+        final_notice=prompts.PROPOSER_FINAL_FORCED_NOTICE if cfg.force_final_question else prompts.PROPOSER_FINAL_NOTICE,
         max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_total_tokens=2048, temperature=cfg.temperature, search_k=search_k, doc_chars=doc_chars,
         force_final_action=cfg.force_final_question,

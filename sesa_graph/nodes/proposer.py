@@ -79,7 +79,7 @@ async def rag_check(
     random.Random(seed).shuffle(docs)
     forced = protocol.open_tag("answer")
     observation = protocol.render_search(question) + protocol.render_information(
-        render_docs(docs), notice=prompts.FINAL_TURN_NOTICE) + forced
+        render_docs(docs), notice=prompts.FINAL_TURN_FORCED_NOTICE) + forced
     prompt_ids = judge.encode_messages(prompts.solver_messages(question, None, max_turns=2))
     (res,) = await judge.generate([GenerationRequest(
         prompt_ids=prompt_ids + judge.encode_text(observation),

@@ -259,6 +259,8 @@ def test_notices_are_never_an_answer():
         prompts.PROPOSER_INVALID_ACTION,
         prompts.FINAL_TURN_NOTICE,
         prompts.PROPOSER_FINAL_NOTICE,
+        prompts.FINAL_TURN_FORCED_NOTICE,
+        prompts.PROPOSER_FINAL_FORCED_NOTICE,
     ):
         rollout = "oops" + render_notice(notice)
         assert final_answer(rollout) is None and extract_question(rollout) is None
