@@ -99,8 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     on_cpu = pcfg.device == "cpu"
     if on_cpu:
+        from sesa_graph.policy.local import keep_freed_memory
+
         torch.set_num_threads(cfg.train.trainer_threads)
         torch.set_flush_denormal(True)
+        keep_freed_memory()
     sync, store = SyncDir(args.run_dir), TrajectoryStore(args.run_dir)
     batch, n_gen = batch_shape(cfg, role)
     out_dir = args.run_dir / "checkpoints" / role

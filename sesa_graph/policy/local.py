@@ -26,6 +26,26 @@ from sesa_graph.policy.stops import cut_at_stop, first_stop
 log = logging.getLogger(__name__)
 
 
+def keep_freed_memory() -> None:
+    """Ask glibc to keep freed blocks instead of returning large ones to the kernel at once.
+
+    Every decoding step allocates and frees multi-megabyte tensors; with glibc's defaults each becomes an
+    mmap/munmap pair, and page faults ate about a third of the CPU time of an evaluation (measured: 386M
+    minor faults, 593 s system time in 16 min). With these thresholds one 16 x 48-token batch went from
+    2.7M faults and 20.2 s to 0.23M faults and 18.5 s. The cost is a higher, flatter resident size.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's mallopt parameter numbers
+        libc.mallopt(m_mmap_threshold, 1 << 30)
+        libc.mallopt(m_trim_threshold, (1 << 31) - 1)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to tune
+        pass
+
+
 class _RowStops:
     """Stopping criterion: a row is done at EOS, at its own token budget or at one of its stop strings."""
 
@@ -67,6 +87,8 @@ class LocalPolicy:
         # Denormal activations make CPU matmuls ~3x slower on this model (measured); flushing them to
         # zero changes nothing a sampler could notice.
         torch.set_flush_denormal(True)
+        if device == "cpu":
+            keep_freed_memory()
         if threads:  # on a CPU shared with other busy processes, one thread is often several times faster
             torch.set_num_threads(threads)
         self.name = model
