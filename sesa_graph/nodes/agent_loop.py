@@ -86,7 +86,7 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     (res,) = await ctx.policy.generate(
         [GenerationRequest(prompt_ids=state["prompt_ids"] + state["completion_ids"], sampling=sampling)]
     )
-    forced = protocol.open_tag(spec.terminal) if state["final_turn"] and spec.force_final_action else ""
+    forced = _final_prefix(spec, state)  # the opening tag the environment wrote before this turn, if any
     turn = protocol.parse_turn(forced + res.text, allowed=spec.allowed)
     if forced and turn.kind == "invalid" and (raw := protocol.parse_turn(res.text, allowed=spec.allowed)).kind == "search":
         turn = raw  # it searched with no searches left: ends max_turns, as without the forced tag

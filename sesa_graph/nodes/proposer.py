@@ -13,10 +13,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from sesa_graph import protocol
+from sesa_graph import prompts, protocol
 from sesa_graph.config import ProposerConfig
 from sesa_graph.policy import GenerationRequest, PolicyClient, SamplingParams
-from sesa_graph import prompts
 from sesa_graph.scoring import contains_answer, exact_match, normalize_answer
 from tools.backends import SearchBackend
 from tools.corpus import Doc
