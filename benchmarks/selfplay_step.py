@@ -20,12 +20,17 @@ from sesa_graph.targets import sample_targets
 from training.orchestrator import Orchestrator
 
 
+def _print_turns(turns_json: str) -> None:
+    for turn in json.loads(turns_json):
+        print("      | " + str(turn.get("text", "")).replace("\n", "\n      | "))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--targets", type=int, default=8)
     ap.add_argument("--config", default=None)
     ap.add_argument("--step", type=int, default=0, help="Which step's targets to draw (deterministic).")
-    ap.add_argument("--traces", action="store_true", help="Also print each proposer's turns.")
+    ap.add_argument("--traces", action="store_true", help="Also print every turn of every proposer and solver rollout.")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="Config override, e.g. --set proposer.max_turns=4 (repeatable).")
     args = ap.parse_args()
@@ -43,14 +48,12 @@ def main() -> None:
             print(f"- target {p.target!r} (hops {p.hops}): {'VALID' if p.valid else 'invalid: ' + str(p.invalid_reason)}"
                   f"  reward {p.reward:+.2f}  p={p.success_rate}  question={p.final!r}")
             if args.traces:
-                for turn in json.loads(p.turns_json):
-                    print("      | " + str(turn.get("text", "")).replace("\n", "\n      | "))
+                _print_turns(p.turns_json)
         for t in out.solver:
             print(f"    solver {t.group_id} #{t.sample}: {t.status:10s} answer={t.final!r} reward={t.reward} "
                   f"skills={t.skill_ids}")
             if args.traces:
-                for turn in json.loads(t.turns_json):
-                    print("      | " + str(turn.get("text", "")).replace("\n", "\n      | "))
+                _print_turns(t.turns_json)
         m = out.metrics
         print(json.dumps({k: m[k] for k in ("valid_proposals", "valid_rate", "invalid_reasons", "solver_success_rates",
                                             "frontier_groups", "proposer_reward_mean", "solver_reward_mean",

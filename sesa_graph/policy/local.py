@@ -4,8 +4,8 @@ Concurrent ``generate`` calls (e.g. the G rollouts of a group, each its own Lang
 queued and served together by one left-padded, KV-cached ``model.generate`` call, which is where the
 throughput on a small model comes from. Log-probs of the sampled tokens are ``log_softmax(logits /
 temperature)`` of the raw logits ``generate`` returns for each step -- the same quantity TRL's GRPO trainer
-computes. (A second forward pass over the finished sequences would give the same numbers but doubles the
-cost of a turn on CPU, where re-reading the prompt dominates.)
+computes. (A second forward pass over the finished sequences gives the same numbers but re-reads prompt
+and completion once more, and on CPU re-reading the context is most of a turn's cost.)
 """
 
 from __future__ import annotations

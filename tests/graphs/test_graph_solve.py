@@ -79,3 +79,21 @@ def test_empty_question_is_an_error(tokenizer, search):
 
     with pytest.raises(ValueError, match="non-empty"):
         asyncio.run(solve("  ", _ctx(ScriptedPolicy(tokenizer, ["x"]), search)))
+
+
+def test_forced_final_answer(tokenizer, search):
+    script = ["<search>Eiffel Tower</search>", "Paris</answer>"]
+    policy = ScriptedPolicy(tokenizer, script)
+    out = asyncio.run(solve("Where is the Eiffel Tower?", _ctx(policy, search, max_turns=1, force_final_answer=True)))
+    assert out["status"] == "answered" and out["final"] == "Paris"
+    from sesa_graph import prompts
+
+    last = policy.prompts[-1]
+    assert last.endswith("<answer>") and prompts.FINAL_TURN_FORCED_NOTICE in last and prompts.FINAL_TURN_NOTICE not in last
+    # the opened tag is environment text: not trained on
+    injected = tokenizer.decode([t for t, m in zip(out["completion_ids"], out["env_mask"]) if m == 0])
+    assert injected.endswith("<answer>")
+    # a forced turn that searches anyway still ends max_turns
+    policy = ScriptedPolicy(tokenizer, ["<search>Eiffel Tower</search>", "<search>Paris</search>"])
+    out = asyncio.run(solve("Where is the Eiffel Tower?", _ctx(policy, search, max_turns=1, force_final_answer=True)))
+    assert out["status"] == "max_turns"
