@@ -45,6 +45,9 @@ class PolicyConfig(Strict):
                                 "generate call.")
     batch_wait_ms: float = Field(5.0, ge=0, description="How long the local policy waits for more concurrent "
                                  "requests before starting a batch.")
+    kv_cache_mb: int = Field(1024, ge=0, description="Memory the local policy keeps key/value states in between "
+                             "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
+                             "prefills its new tokens. 0 turns reuse off.")
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backend 'openai'.")
     retries: int = Field(4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down.")
 

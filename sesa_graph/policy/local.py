@@ -21,6 +21,7 @@ import torch
 
 from sesa_graph.embedded import resolve_policy_model
 from sesa_graph.policy.base import GenerationRequest, GenerationResult
+from sesa_graph.policy.kv_cache import Prefix, PrefixKVCache, batch_cache, batch_layout, register_gqa_attention, row_states
 from sesa_graph.policy.stops import cut_at_stop, first_stop
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class LocalPolicy:
         batch_wait_ms: float = 5.0,
         max_context: int | None = None,
         threads: int | None = None,
+        kv_cache_mb: int = 1024,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -96,11 +98,14 @@ class LocalPolicy:
         self.device = torch.device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype))
+        if self.model.config._attn_implementation == "sdpa":
+            self.model.set_attn_implementation(register_gqa_attention())
         self.model.to(self.device).eval()
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000
         self.max_context = max_context or int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()
+        self.kv_cache = PrefixKVCache(kv_cache_mb * 2**20 // self._kv_bytes_per_token())
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.eos_ids[0]
@@ -111,6 +116,12 @@ class LocalPolicy:
         self._model_lock = threading.Lock()
         self.version = 0
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "generate_s": 0.0}
+
+    def _kv_bytes_per_token(self) -> int:
+        c = self.model.config
+        heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        return 2 * c.num_hidden_layers * heads * head_dim * self.model.dtype.itemsize
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -188,13 +199,12 @@ class LocalPolicy:
                 results[i] = GenerationResult("", [], [], prompts[i], "length")
         if not live:
             return results  # type: ignore[return-value]
-        width = max(len(prompts[i]) for i in live)
-        input_ids = torch.full((len(live), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(live), width), dtype=torch.long)
-        for row, i in enumerate(live):
-            input_ids[row, width - len(prompts[i]) :] = torch.tensor(prompts[i])
-            attention[row, width - len(prompts[i]) :] = 1
+        reuse = self.kv_cache.max_tokens > 0
+        prefixes = [self.kv_cache.lookup(prompts[i]) if reuse else Prefix(0, None) for i in live]
+        input_ids, attention, cached = batch_layout([prompts[i] for i in live], prefixes, self.pad_id)
+        width = input_ids.shape[1]
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        past = batch_cache(prefixes, cached, self.model.config, width + max(budgets[i] for i in live))
         stopper = _RowStops(
             self.tokenizer, width, [tuple(requests[i].sampling.stop) for i in live], [budgets[i] for i in live]
         )
@@ -206,6 +216,8 @@ class LocalPolicy:
             out = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
+                past_key_values=past,
+                use_cache=True,
                 max_new_tokens=max(budgets[i] for i in live),
                 do_sample=not greedy,
                 temperature=None if greedy else sp.temperature,
@@ -231,6 +243,8 @@ class LocalPolicy:
                     ids, finish = ids[:keep], "stop"
                 completions.append((ids, finish, stop))
             logprobs = _step_logprobs(out.logits, gen, [len(c[0]) for c in completions], 1.0 if greedy else sp.temperature)
+            if reuse:
+                self._keep_states(out.past_key_values, attention, [prompts[i] for i in live], [c[0] for c in completions])
         self.stats["batches"] += 1
         self.stats["requests"] += len(live)
         self.stats["generated_tokens"] += sum(len(c[0]) for c in completions)
@@ -240,6 +254,16 @@ class LocalPolicy:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             results[i] = GenerationResult(text, ids, logprobs[row], prompts[i], finish, stop)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
+
+    def _keep_states(self, cache: Any, attention: torch.Tensor, prompts: list[list[int]], completions: list[list[int]]) -> None:
+        """Store each row's states for prompt + completion (the last sampled token never went through the
+        model, so its states do not exist)."""
+        width = attention.shape[1]
+        steps = cache.get_seq_length() - width  # generated tokens that were fed back in
+        for row, (prompt, ids) in enumerate(zip(prompts, completions)):
+            n_gen = min(len(ids), steps)
+            positions = torch.cat([attention[row].nonzero()[:, 0], torch.arange(width, width + n_gen, device=attention.device)])
+            self.kv_cache.store(prompt + ids[:n_gen], row_states(cache, positions, row))
 
     # ---- weights -----------------------------------------------------------------------------------
     def reload(self, weights_dir: str | Path) -> None:
@@ -260,6 +284,7 @@ class LocalPolicy:
                     f"weights in {weights_dir} do not fit {self.name}: missing {real_missing[:5]}, "
                     f"unexpected {list(unexpected)[:5]}"
                 )
+            self.kv_cache.clear()  # states computed by the old weights
             self.version += 1
 
 

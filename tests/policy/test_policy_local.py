@@ -90,3 +90,28 @@ def test_reload_weights_changes_outputs(local_policy, tmp_path):
     with pytest.raises(FileNotFoundError):
         local_policy.reload(tmp_path / "missing")
     assert torch.equal(local_policy.model.model.norm.weight, original["model.norm.weight"])
+
+
+def test_reused_states_give_the_same_multi_turn_rollouts(local_policy):
+    """Rollouts whose turns reuse cached states generate exactly what full re-reads generate."""
+    from sesa_graph.policy.local import LocalPolicy
+
+    fresh = LocalPolicy("embedded", batch_wait_ms=20, kv_cache_mb=0)
+    sp = SamplingParams(max_tokens=12, temperature=0)
+
+    async def rollout(policy, question):
+        ids = policy.encode_messages([{"role": "user", "content": question}])
+        out = []
+        for turn in range(3):
+            (r,) = await policy.generate([GenerationRequest(prompt_ids=ids, sampling=sp)])
+            out.append(r.token_ids)
+            ids = ids + r.token_ids + policy.encode_text(f"\nObservation {turn}: more about {question[:12]}\n")
+        return out
+
+    async def group(policy):
+        return await asyncio.gather(*(rollout(policy, q) for q in ["Who wrote Hamlet?", "Name three rivers in Africa please."]))
+
+    before = dict(local_policy.kv_cache.stats)
+    assert asyncio.run(group(local_policy)) == asyncio.run(group(fresh))
+    assert local_policy.kv_cache.stats["reused_tokens"] > before["reused_tokens"]
+    assert fresh.kv_cache.stats["reused_tokens"] == 0
