@@ -1,15 +1,17 @@
 """Rollout quality of a solver policy: does it follow the tag protocol, and how well does it answer?
 
 Runs greedy solver rollouts through the solve graph (``graphs/solve.py``) with BM25 over the embedded
-corpus and the default ``SolverConfig`` (10 turns, 3 docs of 400 characters), on the first ``--n``
-questions of each benchmark file, and prints per dataset: the share of rollouts that ended ``answered``
-(a well-formed ``<answer>``; target >= 80% for the warmed embedded model), the other end states, the
-share of invalid turns, mean turns and searches, exact match and token F1 against the golden answers,
-and wall time.
+corpus and the default ``SolverConfig`` (10 turns, 3 docs of 400 characters) or the solver section of
+``--config``, on the first ``--n`` questions of each benchmark file, and prints per dataset: the share of
+rollouts that ended ``answered`` (a well-formed ``<answer>``; target >= 80% for the warmed embedded
+model), the other end states, the share of invalid turns, mean turns and searches, exact match, token F1
+and the judge score (exact match, else ``--judge policy``: the solver model asked Correct/Wrong), and
+wall time.
 
     .venv/bin/python benchmarks/rollout_quality.py                       # embedded-warm, 20 + 20 questions
     .venv/bin/python benchmarks/rollout_quality.py --n 60 --datasets bamboogle,hotpotqa
     .venv/bin/python benchmarks/rollout_quality.py --model embedded --n 5   # the base model, for contrast
+    .venv/bin/python benchmarks/rollout_quality.py --config configs/tiny-cpu.yaml --judge none
 
 The warmed model must exist (``sesa warmup``). Questions: ``<data-dir>/<dataset>.jsonl`` with ``question``
 and ``golden_answers`` per line (default data dir: /work/shared/data/benchmarks or $SESA_BENCHMARKS).
@@ -67,7 +69,7 @@ async def run_all(questions: list[str], ctx, concurrency: int) -> list[dict]:
     return await asyncio.gather(*(one(q) for q in questions))
 
 
-def summarize(rows: list[tuple[dict, dict]]) -> dict:
+def summarize(rows: list[tuple[dict, dict]], verdicts: list) -> dict:
     from sesa_graph.scoring import exact_match, f1_score
 
     n = len(rows)
@@ -81,11 +83,15 @@ def summarize(rows: list[tuple[dict, dict]]) -> dict:
     return {
         "n": n,
         **{f"{k}_share": status.get(k, 0) / n for k in STATUSES},
+        # answered on a last turn whose <answer> tag the environment opened (force_final_answer)
+        "forced_share": sum(s.get("status") == "answered" and bool(s.get("final_turn")) for _, s in rows) / n,
         "invalid_turn_share": invalid / max(len(all_turns), 1),
         "mean_turns": statistics.mean(turns),
         "mean_searches": statistics.mean(searches),
         "em": statistics.mean(em),
         "f1": statistics.mean(f1),
+        "judge": statistics.mean(v.score for v in verdicts),
+        "judge_unavailable": sum(v.method == "judge_unavailable" for v in verdicts),
     }
 
 
@@ -119,13 +125,14 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
     }
 
 
-def print_table(results: dict[str, dict], model: str) -> None:
-    cols = [("n", "n", "{:d}"), ("answered_share", "answered", "{:.0%}"), ("malformed_share", "malformed", "{:.0%}"),
+def print_table(results: dict[str, dict], model: str, setting: str) -> None:
+    cols = [("n", "n", "{:d}"), ("answered_share", "answered", "{:.0%}"), ("forced_share", "on last turn", "{:.0%}"),
+            ("malformed_share", "malformed", "{:.0%}"),
             ("max_turns_share", "max_turns", "{:.0%}"), ("invalid_turn_share", "invalid turns", "{:.0%}"),
             ("mean_turns", "turns", "{:.2f}"), ("mean_searches", "searches", "{:.2f}"), ("em", "EM", "{:.3f}"),
-            ("f1", "F1", "{:.3f}"), ("seconds", "wall s", "{:.0f}")]
+            ("f1", "F1", "{:.3f}"), ("judge", "judge", "{:.3f}"), ("seconds", "wall s", "{:.0f}")]
     header = f"{'dataset':<12}" + "".join(f"{title:>14}" for _, title, _ in cols)
-    print(f"\nsolver rollout quality -- model {model}, BM25, greedy, SolverConfig defaults")
+    print(f"\nsolver rollout quality -- model {model}, BM25, greedy, {setting}")
     print(header)
     print("-" * len(header))
     for name, r in results.items():
@@ -138,7 +145,12 @@ def main() -> None:
     ap.add_argument("--datasets", default="hotpotqa,bamboogle", help="comma-separated names or .jsonl paths")
     ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     ap.add_argument("--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory")
-    ap.add_argument("--concurrency", type=int, default=8, help="rollouts in flight (micro-batched)")
+    ap.add_argument("--config", default=None, help="a run config YAML whose solver section to use (default: "
+                    "SolverConfig's defaults, the paper's evaluation settings)")
+    ap.add_argument("--max-turns", type=int, default=None, help="override the solver's max_turns")
+    ap.add_argument("--judge", choices=("policy", "none"), default="policy",
+                    help="'policy': exact match, else the solver model judges Correct/Wrong; 'none': exact match")
+    ap.add_argument("--concurrency", type=int, default=16, help="rollouts in flight (micro-batched)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)")
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
     ap.add_argument("--proposer", type=int, default=0, help="also run N proposer rollouts on embedded targets")
@@ -156,9 +168,21 @@ def main() -> None:
     from tools.backends import make_backend
     from tools.config import SearchConfig
 
-    policy = LocalPolicy(args.model, max_batch_size=args.concurrency)
+    from sesa_graph.config import load_config
+    from sesa_graph.nodes.judge import Judge, JudgeItem
+
+    solver_cfg = load_config(args.config).solver if args.config else SolverConfig()
+    if args.max_turns:
+        solver_cfg = solver_cfg.model_copy(update={"max_turns": args.max_turns})
+    setting = (f"solver settings of {args.config}" if args.config else "SolverConfig defaults") + (
+        f" ({solver_cfg.max_turns} turns, {solver_cfg.max_tokens_per_turn} tokens a turn, "
+        f"docs of {solver_cfg.doc_chars} chars, last-turn <answer> forced: {solver_cfg.force_final_answer}), "
+        f"judge {args.judge}")
+    policy = LocalPolicy(args.model, max_batch_size=args.concurrency, kv_cache_mb=2048)
+    judge = Judge(policy if args.judge == "policy" else None)
     ctx = RolloutContext(policy=policy, search=make_backend(SearchConfig()),
-                         spec=solver_spec(SolverConfig(), greedy=True), seed=0)
+                         spec=solver_spec(solver_cfg, greedy=True), seed=0)
+    all_verdicts: list = []
     results: dict[str, dict] = {}
     everything: list[tuple[dict, dict]] = []
     dump = []
@@ -168,21 +192,27 @@ def main() -> None:
         t = time.perf_counter()
         states = asyncio.run(run_all([q["question"] for q in qs], ctx, args.concurrency))
         pairs = list(zip(qs, states))
-        results[Path(name).stem] = {**summarize(pairs), "seconds": time.perf_counter() - t}
+        verdicts = asyncio.run(judge.judge_many([
+            JudgeItem(q["question"], s.get("final") if s.get("status") == "answered" else None, q["golden_answers"])
+            for q, s in pairs]))
+        results[Path(name).stem] = {**summarize(pairs, verdicts), "seconds": time.perf_counter() - t}
         everything += pairs
-        for q, s in pairs:
+        all_verdicts += verdicts
+        for (q, s), v in zip(pairs, verdicts):
             dump.append({"dataset": name, "question": q["question"], "golds": q["golden_answers"],
                          "status": s.get("status"), "final": s.get("final"), "n_turns": s.get("n_turns"),
+                         "verdict": v.method, "score": v.score,
                          "searches": [x["query"] for x in s.get("searches") or []],
                          "text": policy.tokenizer.decode(s.get("completion_ids") or [])})
         if args.json:  # after every dataset, so a long run that dies keeps what it measured
-            Path(args.json).write_text(json.dumps({"model": args.model, "results": results, "rollouts": dump}, indent=1))
+            Path(args.json).write_text(json.dumps({"model": args.model, "setting": setting, "results": results,
+                                                   "rollouts": dump}, indent=1))
     if len(results) > 1:
-        results["all"] = {**summarize(everything), "seconds": time.perf_counter() - t_all}
+        results["all"] = {**summarize(everything, all_verdicts), "seconds": time.perf_counter() - t_all}
     for row in dump[: args.show]:
         print(f"\n=== [{row['dataset']}] {row['question']}  gold={row['golds']}  -> {row['status']}: {row['final']}")
         print(row["text"])
-    print_table(results, args.model)
+    print_table(results, args.model, setting)
     if args.proposer:
         p = asyncio.run(run_proposer(args.proposer, policy, ctx.search, seed=0))
         results["proposer"] = p
@@ -190,7 +220,8 @@ def main() -> None:
               f"valid (static checks) {p['valid_share']:.0%}, mean searches {p['mean_searches']:.2f}, "
               f"reasons {p['reasons']}, {p['seconds']:.0f}s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "results": results, "rollouts": dump}, indent=1))
+        Path(args.json).write_text(json.dumps({"model": args.model, "setting": setting, "results": results,
+                                                   "rollouts": dump}, indent=1))
 
 
 if __name__ == "__main__":

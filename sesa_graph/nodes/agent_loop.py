@@ -139,11 +139,22 @@ async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str
     docs = [Doc(d.id, d.title, d.text[: spec.doc_chars], d.score) for d in docs]
     record = {"query": query, "docs": [{"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in docs]}
     update: dict[str, Any] = {"searches": state["searches"] + [record]}
+    rendered = render_docs(docs)
     notice = None
-    if state["n_turns"] >= spec.max_turns:
+    if state["n_turns"] >= spec.max_turns or _no_room_for_another_search(state, ctx, rendered):
         notice, update["final_turn"] = spec.final_notice, True
-    text = protocol.render_information(render_docs(docs), notice=notice) + _final_prefix(spec, update)
+    text = protocol.render_information(rendered, notice=notice) + _final_prefix(spec, update)
     return {**update, **_inject(state, ctx, text)}, "agent"
+
+
+def _no_room_for_another_search(state: RolloutState, ctx: RolloutContext, rendered: str) -> bool:
+    """True when, after this observation, the token budget cannot hold one more search turn and its
+    observation (assumed as long as this one) plus a final turn: the next turn is then the last one, so a
+    rollout that runs out of tokens still gets its last chance to answer instead of being cut off."""
+    spec = ctx.spec
+    observation = len(ctx.policy.encode_text(protocol.render_information(rendered, notice=spec.final_notice)))
+    room = spec.max_total_tokens - len(state["completion_ids"]) - observation
+    return room < 2 * spec.max_tokens_per_turn + observation
 
 
 def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:

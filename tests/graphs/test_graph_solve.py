@@ -97,3 +97,13 @@ def test_forced_final_answer(tokenizer, search):
     policy = ScriptedPolicy(tokenizer, ["<search>Eiffel Tower</search>", "<search>Paris</search>"])
     out = asyncio.run(solve("Where is the Eiffel Tower?", _ctx(policy, search, max_turns=1, force_final_answer=True)))
     assert out["status"] == "max_turns"
+
+
+def test_a_budget_too_small_for_another_search_makes_the_next_turn_the_last(tokenizer, search):
+    """Before the tokens run out, the observation says no searches are left, so the rollout can answer."""
+    policy = ScriptedPolicy(tokenizer, lambda prompt, i: "<answer>Paris</answer>" if "No searches left" in prompt
+                            else "<search>Eiffel Tower</search>")
+    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=10, max_total_tokens=400, max_tokens_per_turn=40)))
+    assert out["status"] == "answered" and out["final"] == "Paris"
+    assert 1 <= len(out["searches"]) < 10
+    assert len(out["completion_ids"]) <= 400
