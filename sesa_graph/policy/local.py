@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,9 @@ class LocalPolicy:
         self._queues: dict[asyncio.AbstractEventLoop, list[tuple[GenerationRequest, asyncio.Future]]] = {}
         self._workers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
         self._model_lock = threading.Lock()
+        # One generation thread: with keep_freed_memory() every thread's malloc arena keeps its own peak, and
+        # asyncio.to_thread's pool spread batches over several (an eval's RSS reached 15 GB).
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sesa-generate")
         self.version = 0
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "generate_s": 0.0}
 
@@ -163,7 +167,8 @@ class LocalPolicy:
             taken = {id(item) for item in batch}
             queue[:] = [item for item in queue if id(item) not in taken]
             try:
-                results = await asyncio.to_thread(self.generate_sync, [r for r, _ in batch])
+                results = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.generate_sync, [r for r, _ in batch])
             except Exception as exc:  # surface the failure to every caller of this batch
                 for _, fut in batch:
                     if not fut.done():
