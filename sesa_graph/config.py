@@ -147,6 +147,11 @@ class TrainConfig(Strict):
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("grpo", description="TRL GRPO loss variant.")
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
+    micro_batch_size: int = Field(2, ge=1, description="Completions per forward/backward pass of a trainer; the "
+                                  "step's batch is accumulated over several passes (one optimizer step either way), "
+                                  "so a trainer's memory grows with this, not with the batch. Rounded down to a "
+                                  "divisor of the batch. On CPU the solver trainer with all 10 completions of "
+                                  "1024 tokens in one pass was killed for memory at 14 GB.")
     trainer_threads: int = Field(1, ge=1, description="Torch threads of each CPU trainer process (two run at "
                                  "once beside the rollout process).")
     rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")

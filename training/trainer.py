@@ -34,6 +34,16 @@ def batch_shape(cfg: RunConfig, role: str) -> tuple[int, int]:
     return cfg.train.targets_per_step, cfg.train.targets_per_step
 
 
+def micro_batches(batch: int, micro: int) -> tuple[int, int]:
+    """(per-pass batch, accumulation steps): the largest divisor of ``batch`` not above ``micro``.
+
+    >>> micro_batches(10, 2), micro_batches(10, 4), micro_batches(4, 8)
+    ((2, 5), (2, 5), (4, 1))
+    """
+    size = max(d for d in range(1, min(batch, micro) + 1) if batch % d == 0)
+    return size, batch // size
+
+
 def rows_for_training(df: Any, expected: int, role: str, step: int) -> dict[str, list]:
     """The rollout_func output of one step's shard (selected rows, in group order)."""
     if "selected" in df.columns:
@@ -108,10 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     batch, n_gen = batch_shape(cfg, role)
     out_dir = args.run_dir / "checkpoints" / role
     temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
+    per_pass, accumulation = micro_batches(batch, cfg.train.micro_batch_size)
     grpo = GRPOConfig(
         output_dir=str(out_dir),
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=per_pass,
+        gradient_accumulation_steps=accumulation,
         num_generations=n_gen,
         max_steps=cfg.train.steps,
         learning_rate=cfg.train.learning_rate,

@@ -18,7 +18,8 @@ TINY = {
     "proposer": {"max_turns": 2, "max_tokens_per_turn": 24, "rag_check": False},
     "judge": {"kind": "none"},
     "memory": {"mode": "static"},
-    "train": {"steps": 2, "targets_per_step": 2, "questions_per_step": 1, "max_completion_length": 192},
+    "train": {"steps": 2, "targets_per_step": 2, "questions_per_step": 1, "max_completion_length": 192,
+              "micro_batch_size": 1},  # both trainers accumulate each step's batch over two passes
 }
 
 

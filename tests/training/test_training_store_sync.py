@@ -10,7 +10,7 @@ from sesa_graph.trajectory import Trajectory
 from training.orchestrator import _select_groups
 from training.store import TrajectoryStore
 from training.sync import PeerDiedError, SyncDir
-from training.trainer import batch_shape, passthrough_reward, rows_for_training
+from training.trainer import batch_shape, micro_batches, passthrough_reward, rows_for_training
 
 
 def traj(group="g", sample=0, reward=0.0, status="answered", reused=False, role="solver", n=3):
@@ -91,3 +91,10 @@ def test_publish_weights_swaps_atomically(tmp_path):
     sync.commit(2, {"step": 2})
     assert sync.committed_steps() == [0, 2]
     time.sleep(0)
+
+
+def test_micro_batches_divide_the_step_batch():
+    assert micro_batches(10, 2) == (2, 5)
+    assert micro_batches(10, 4) == (2, 5)  # 4 does not divide 10: the largest divisor below it
+    assert micro_batches(4, 8) == (4, 1)
+    assert micro_batches(7, 3) == (1, 7)
