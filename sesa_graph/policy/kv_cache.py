@@ -13,6 +13,7 @@ token keeps the position it had when its states were computed.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -111,7 +112,8 @@ def batch_layout(prompts: list[list[int]], prefixes: list[Prefix], pad_id: int) 
     return ids, mask, c
 
 
-def _growing_layer_class() -> type:
+@functools.lru_cache(maxsize=1)
+def _growing_layer_class() -> type:  # built on first use: transformers is imported lazily
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
