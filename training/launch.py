@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sesa_graph.config import RunConfig
+from training.sync import SyncDir
 
 console = Console()
 ROLES = ("proposer", "solver")
@@ -98,7 +99,6 @@ def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[Ru
     """The run directory, its config and the first step to run."""
     if resume is not None:
         from sesa_graph.config import load_config
-        from training.sync import SyncDir
 
         if not (resume / "config.yaml").exists():
             raise FileNotFoundError(f"{resume} is not a run directory: config.yaml is missing")
@@ -218,9 +218,8 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
             orch.run(start, trainers.dead, on_step)
         console.print("waiting for the trainers' last optimizer step ...")
         trainers.wait(cfg.train.wait_timeout_s)
+        SyncDir(run_dir).clear_weights()
     except BaseException as exc:
-        from training.sync import SyncDir
-
         SyncDir(run_dir).stop(f"{type(exc).__name__}: {exc}")
         trainers.stop()
         dead = trainers.dead()

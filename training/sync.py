@@ -51,6 +51,11 @@ class SyncDir:
         shutil.rmtree(old, ignore_errors=True)
         return final
 
+    def clear_weights(self) -> None:
+        """Drop the published weights once a run has finished: ``policies/`` holds the final ones, and the
+        copies would otherwise keep about 4 bytes per parameter per role on disk."""
+        shutil.rmtree(self.root / "weights", ignore_errors=True)
+
     def weights_version(self, role: str) -> int | None:
         f = self.weights_dir(role) / "VERSION"
         return int(f.read_text()) if f.exists() else None

@@ -176,7 +176,6 @@ def main(argv: list[str] | None = None) -> None:
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
     (final / ".complete").write_text("ok\n")
-    sync.publish_weights(role, cfg.train.steps, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
     log.info("done: %s", final)
 
 

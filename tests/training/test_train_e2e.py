@@ -37,6 +37,7 @@ def test_killed_run_resumes_to_a_consistent_end(tmp_path):
     solver = TrajectoryStore(run).read_all("solver")
     assert len(solver[solver["selected"]]) == 2 * 2  # questions x group per step, each step once
     assert (run / "summary.json").exists()
+    assert not (run / "sync" / "weights").exists()  # a finished run keeps only policies/ and checkpoints/
 
 
 def test_sigterm_stops_the_trainers_too(tmp_path):

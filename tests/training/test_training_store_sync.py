@@ -93,6 +93,15 @@ def test_publish_weights_swaps_atomically(tmp_path):
     time.sleep(0)
 
 
+def test_clear_weights_keeps_the_barrier_files(tmp_path):
+    sync = SyncDir(tmp_path)
+    sync.publish_weights("solver", 1, lambda d: (d / "model.safetensors").write_text("v1"))
+    sync.commit(1, {"step": 1})
+    sync.clear_weights()
+    assert sync.weights_version("solver") is None and not (sync.root / "weights").exists()
+    assert sync.committed_steps() == [1]
+
+
 def test_micro_batches_divide_the_step_batch():
     assert micro_batches(10, 2) == (2, 5)
     assert micro_batches(10, 4) == (2, 5)  # 4 does not divide 10: the largest divisor below it
