@@ -43,8 +43,11 @@ class PolicyConfig(Strict):
                                 "1 is often several times faster.")
     max_batch_size: int = Field(16, ge=1, description="Most concurrent requests the local policy serves in one "
                                 "generate call.")
-    batch_wait_ms: float = Field(5.0, ge=0, description="How long the local policy waits for more concurrent "
-                                 "requests before starting a batch.")
+    batch_wait_ms: float = Field(5.0, ge=0, description="The local policy starts a batch once no new request "
+                                 "has arrived for this long (the rollouts of a group reach their next turn a "
+                                 "few ms apart, after their searches).")
+    batch_max_wait_ms: float = Field(100.0, ge=0, description="Longest the local policy holds a batch open for "
+                                     "late requests, counted from the first one.")
     kv_cache_mb: int = Field(1024, ge=0, description="Memory the local policy keeps key/value states in between "
                              "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
                              "prefills its new tokens. 0 turns reuse off.")

@@ -55,7 +55,8 @@ def make_policy(cfg: PolicyConfig, tokenizer: str | None = None) -> Any:
     from sesa_graph.policy.local import LocalPolicy
 
     return LocalPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, max_batch_size=cfg.max_batch_size,
-                       batch_wait_ms=cfg.batch_wait_ms, threads=cfg.threads, kv_cache_mb=cfg.kv_cache_mb)
+                       batch_wait_ms=cfg.batch_wait_ms, batch_max_wait_ms=cfg.batch_max_wait_ms,
+                       threads=cfg.threads, kv_cache_mb=cfg.kv_cache_mb)
 
 
 def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> Judge:

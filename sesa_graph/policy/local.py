@@ -81,6 +81,7 @@ class LocalPolicy:
         dtype: str = "float32",
         max_batch_size: int = 16,
         batch_wait_ms: float = 5.0,
+        batch_max_wait_ms: float = 100.0,
         max_context: int | None = None,
         threads: int | None = None,
         kv_cache_mb: int = 1024,
@@ -104,6 +105,7 @@ class LocalPolicy:
         self.model.to(self.device).eval()
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000
+        self.batch_max_wait_s = max(batch_max_wait_ms, batch_wait_ms) / 1000
         self.max_context = max_context or int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()
         self.kv_cache = PrefixKVCache(kv_cache_mb * 2**20 // self._kv_bytes_per_token())
@@ -160,8 +162,9 @@ class LocalPolicy:
         return list(await asyncio.gather(*futures))
 
     async def _drain(self, queue: list[tuple[GenerationRequest, asyncio.Future]]) -> None:
+        loop = asyncio.get_running_loop()
         while queue:
-            await asyncio.sleep(self.batch_wait_s)  # let callers that are about to submit join this batch
+            await self._gather_batch(queue, loop)
             key = _sampling_key(queue[0][0])
             batch = [item for item in queue if _sampling_key(item[0]) == key][: self.max_batch_size]
             taken = {id(item) for item in batch}
@@ -177,6 +180,21 @@ class LocalPolicy:
                 for (_, fut), res in zip(batch, results):
                     if not fut.done():
                         fut.set_result(res)
+
+    async def _gather_batch(self, queue: list, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait until no request has joined for ``batch_wait_s`` (or the batch is full, or
+        ``batch_max_wait_s`` has passed). Rollouts reach their next turn staggered by their searches, and a
+        fixed 5 ms window from the first arrival closed between them: in benchmarks/rollout.py 32 rollouts
+        ran as 6 generate calls of 12.5 requests (+21% over the same requests sent at once); with this
+        window, 5 calls of 15 (+2.9%)."""
+        deadline = loop.time() + self.batch_max_wait_s
+        seen = -1
+        while len(queue) != seen and len(queue) < self.max_batch_size:
+            seen = len(queue)
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(self.batch_wait_s, left))
 
     # ---- the batched generate ----------------------------------------------------------------------
     def _prompt_ids(self, r: GenerationRequest) -> list[int]:
