@@ -69,6 +69,19 @@ async def replay(policy, per_rollout):
     await asyncio.gather(*(one(reqs) for reqs in per_rollout))
 
 
+def timed(policy, make_coro):
+    """Run ``make_coro()`` from an empty key/value cache: the replay sends the graph's exact prompts, and
+    states left from the graph run would spare it every prefill (that once read as +67% graph overhead).
+    Returns seconds, the result and (generate calls, requests, seconds inside generate)."""
+    policy.kv_cache.clear()
+    before = dict(policy.stats)
+    t0 = time.perf_counter()
+    out = asyncio.run(make_coro())
+    seconds = time.perf_counter() - t0
+    delta = tuple(policy.stats[k] - before[k] for k in ("batches", "requests", "generate_s"))
+    return seconds, out, delta
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="embedded-warm")
@@ -85,35 +98,20 @@ def main() -> None:
 
     async def run_all():
         return await asyncio.gather(*(solve(q, RolloutContext(rec, search, spec)) for rec, q in rec_states))
-    # Each timed phase starts from an empty key/value cache: the replay sends the graph's exact prompts, and
-    # states left from the graph run would spare it every prefill (it measured +67% "overhead" that way).
-    policy.kv_cache.clear()
-    b0 = dict(policy.stats)
-    t0 = time.perf_counter()
-    outs = asyncio.run(run_all())
-    graph_s = time.perf_counter() - t0
-    b1 = dict(policy.stats)
+    graph_s, outs, graph_calls = timed(policy, run_all)
     per_rollout = [rec.log for rec, _ in rec_states]
-    policy.kv_cache.clear()
-    t0 = time.perf_counter()
-    asyncio.run(replay(policy, per_rollout))
-    direct_s = time.perf_counter() - t0
-    b2 = dict(policy.stats)
+    direct_s, _, direct_calls = timed(policy, lambda: replay(policy, per_rollout))
     gens = sum(len(r) for r in per_rollout)
     print(f"{len(qs)} rollouts, {gens} generations, statuses: "
           f"{ {s: sum(o['status'] == s for o in outs) for s in {o['status'] for o in outs}} }")
     print(f"through the graph: {graph_s:.1f} s   straight to the policy: {direct_s:.1f} s   "
           f"overhead: {100 * (graph_s / direct_s - 1):+.1f}% (target <= 10%)")
-    for what, a, b in (("graph", b0, b1), ("direct", b1, b2)):  # same requests; batching may differ
-        n = b["batches"] - a["batches"]
-        print(f"  {what}: {n} generate calls, {(b['requests'] - a['requests']) / max(n, 1):.1f} requests each, "
-              f"{b['generate_s'] - a['generate_s']:.1f} s inside generate")
+    for what, (calls, reqs, gen_s) in (("graph", graph_calls), ("direct", direct_calls)):  # batching may differ
+        print(f"  {what}: {calls} generate calls, {reqs / max(calls, 1):.1f} requests each, {gen_s:.1f} s inside generate")
     ctx = RolloutContext(policy, search, spec)
     for c in (1, 8):
-        policy.kv_cache.clear()
-        t0 = time.perf_counter()
-        asyncio.run(through_graph(qs[:8], ctx, c))
-        print(f"graph, 8 rollouts at concurrency {c}: {time.perf_counter() - t0:.1f} s")
+        seconds, _, _ = timed(policy, lambda c=c: through_graph(qs[:8], ctx, c))
+        print(f"graph, 8 rollouts at concurrency {c}: {seconds:.1f} s")
 
 
 if __name__ == "__main__":
