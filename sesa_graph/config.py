@@ -141,6 +141,15 @@ class TrainConfig(Strict):
     questions_per_step: int = Field(2, ge=1, description="Questions the solver trains on per step (x group_size "
                                     "rollouts). When fewer proposals are valid, earlier valid questions are "
                                     "reused and marked so (the reference's 'reuse' strategy).")
+    reuse: Literal["uniform", "frontier"] = Field("uniform", description="How earlier questions are drawn to "
+                                                  "refill the solver batch: 'uniform' at random (the reference), "
+                                                  "'frontier' first those whose last solver group had 0 < p < 1, "
+                                                  "then those not asked again yet. Never this step's own questions.")
+    resample_groups: int = Field(0, ge=0, description="When fewer than questions_per_step of a step's solver groups "
+                                 "have reward variance, run up to this many extra groups of earlier questions and "
+                                 "let groups with variance into the batch first (DAPO's dynamic sampling: a group "
+                                 "where every rollout scored the same has zero GRPO advantage). 0 = off, as the "
+                                 "reference. Costs one extra batch of rollouts on the steps that need it.")
     target_pool: str = Field("embedded", description="'embedded' (titles of the embedded corpus) or the path of "
                              "an SSP pool JSONL.")
     max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")

@@ -166,6 +166,7 @@ class Run:
             rows.append(m)
         base = ["step", "items", "valid_proposals", "valid_rate", "reused_groups", "proposer_reward_mean",
                 "solver_reward_mean", "solver_success_rates", "n_groups", "frontier_groups", "frontier_share",
+                "resampled_groups", "batch_frontier_groups",
                 "solver_status", "invalid_reasons", "failures", "bank_size", "bank_version", "queue",
                 "consolidation_started", "consolidation_version", "consolidation_admitted",
                 "consolidation_evicted", "consolidation_rejected", "consolidation_error", "seconds"]

@@ -167,20 +167,27 @@ def ensure_models(cfg: RunConfig) -> None:
 
 def step_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="self-play", show_lines=False)
-    for col in ("step", "valid", "reused", "p (groups)", "frontier", "R prop", "R solv", "bank", "queue", "consolid.", "s"):
+    for col in ("step", "valid", "reused", "p (groups)", "frontier batch (all)", "R prop", "R solv", "bank", "queue", "consolid.", "s"):
         t.add_column(col, justify="right")
     for m in rows[-12:]:
         c = m.get("consolidation")
         rates = m.get("solver_success_rates") or []
         t.add_row(
             str(m["step"]), f"{m['valid_proposals']}/{m['items']}", str(m.get("reused_groups", 0)),
-            " ".join(f"{p:.1f}" for p in rates[:6]), str(m.get("frontier_groups", 0)),
+            " ".join(f"{p:.1f}" for p in rates[:6]) + (" …" if len(rates) > 6 else ""), _frontier(m),
             _f(m.get("proposer_reward_mean")), _f(m.get("solver_reward_mean")), str(m.get("bank_size", "-")),
             str(m.get("queue", "-")),
             (f"+{c['admitted']}" + (" err" if c.get("error") else "")) if c else ("started" if m.get("consolidation_started") else ""),
             f"{m.get('seconds', 0):.0f}",
         )
     return t
+
+
+def _frontier(m: dict[str, Any]) -> str:
+    """Groups with reward variance: in the trainer's batch, and of all the step ran."""
+    if "batch_frontier_groups" not in m:  # runs from before the batch was counted
+        return str(m.get("frontier_groups", 0))
+    return f"{m['batch_frontier_groups']} ({m.get('frontier_groups', 0)})"
 
 
 def _f(x: float | None) -> str:
@@ -249,6 +256,9 @@ def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], sec
         "proposer_reward_mean": _avg([m["proposer_reward_mean"] for m in rows if m.get("proposer_reward_mean") is not None]),
         "solver_reward_mean": _avg([m["solver_reward_mean"] for m in rows if m.get("solver_reward_mean") is not None]),
         "frontier_group_share": _avg([1.0 if 0 < p < 1 else 0.0 for p in rates]),
+        # the solver groups the trainer learned from that had reward variance (nonzero GRPO advantage)
+        "batch_frontier_groups": sum(m.get("batch_frontier_groups", 0) for m in rows),
+        "batch_groups": len(rows) * cfg.train.questions_per_step,
         "consolidations": [m["consolidation"] for m in rows if m.get("consolidation")],
         "final_bank_size": rows[-1].get("bank_size") if rows else None,
         "policies": {r: str(run_dir / "policies" / r) for r in ROLES},

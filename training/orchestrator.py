@@ -19,13 +19,13 @@ from typing import Any, Callable
 from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
-from sesa_graph.fsutil import write_json_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.policy.factory import make_judge, make_policy
 from sesa_graph.targets import bootstrap_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
+from training.reuse import ReusePool
 from training.store import TrajectoryStore
 from training.sync import SyncDir
 
@@ -55,8 +55,7 @@ class Orchestrator:
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
         self.memory = opener(bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None)
         self.pool = load_pool(cfg.train.target_pool, cfg.train.max_hops, cfg.seed)
-        self.reuse_path = self.run_dir / "reuse_pool.json"
-        self.reuse: list[dict[str, Any]] = json.loads(self.reuse_path.read_text()) if self.reuse_path.exists() else []
+        self.reuse = ReusePool(self.run_dir / "reuse_pool.json")
         self.versions = {"proposer": 0, "solver": 0}
         pc = cfg.proposer
         self.ctx = SelfPlayContext(
@@ -78,24 +77,35 @@ class Orchestrator:
     # ---- one step -----------------------------------------------------------------------------------
     def run_step(self, step: int) -> StepSummary:
         t0 = time.perf_counter()
-        cfg = self.cfg
-        targets = sample_targets(self.pool, cfg.train.targets_per_step, step, cfg.seed)
+        cfg, tc = self.cfg, self.cfg.train
+        self.reuse.rewind(step)
+        targets = sample_targets(self.pool, tc.targets_per_step, step, cfg.seed)
         items = [{"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)]
-        common = dict(step=step, run=cfg.name, max_concurrency=cfg.train.rollout_concurrency,
+        common = dict(step=step, run=cfg.name, max_concurrency=tc.rollout_concurrency,
                       bank_version=self.memory.version, policy_versions=(self.versions["proposer"], self.versions["solver"]))
         out = asyncio.run(run_step(items, self.ctx, **common))
-        valid = [t for t in out.proposer if t.valid]
-        for t in valid:
-            self.reuse.append({"question": t.question, "target": t.target, "hops": t.hops})
-        need = cfg.train.questions_per_step - len(valid)
+        fresh = [{"question": t.question, "target": t.target, "hops": t.hops} for t in out.proposer if t.valid]
+        asked = {t.question for t in out.proposer if t.valid}
+        need = tc.questions_per_step - len(fresh)
         if need > 0:
-            extra = asyncio.run(run_step(self._reuse_items(step, need), self.ctx, **common))
-            out = _merge(out, extra)
-        solver = _select_groups(out.solver, cfg.train.questions_per_step, cfg.solver.group_size)
+            out = _merge(out, asyncio.run(run_step(self._reuse_items(step, need, asked), self.ctx, **common)))
+            asked |= {t.question for t in out.solver}
+        short = tc.questions_per_step - _variance_groups(out.solver, cfg.solver.group_size)
+        if tc.resample_groups and short > 0:
+            extra = self._reuse_items(step, tc.resample_groups, asked, first=out.metrics.get("reused_groups", 0),
+                                      strict=False)
+            if extra:
+                out = _merge(out, asyncio.run(run_step(extra, self.ctx, **common)))
+                out.metrics["resampled_groups"] = len(extra)
+        solver = _select_groups(out.solver, tc.questions_per_step, cfg.solver.group_size,
+                                prefer_variance=tc.resample_groups > 0)
+        out.metrics["batch_frontier_groups"] = _variance_groups([t for t in solver if t.selected], cfg.solver.group_size)
         self.store.write(step, "proposer", out.proposer)
         self.store.write(step, "solver", solver)
         report = self.memory.end_step(step, out.outcomes, out.failures) if cfg.memory.mode != "off" else None
-        write_json_atomic(self.reuse_path, self.reuse[-500:])
+        self.reuse.add(step, fresh)  # after the picks above, so a step never reuses its own questions
+        self.reuse.record(step, {t.question: t.success_rate for t in out.solver if t.success_rate is not None})
+        self.reuse.save()
         metrics = dict(out.metrics)
         metrics.update(self._memory_metrics(report), seconds=round(time.perf_counter() - t0, 2),
                        policy_versions=dict(self.versions), time=time.time())
@@ -104,30 +114,37 @@ class Orchestrator:
         self.sync.commit(step, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
 
-    def _reuse_items(self, step: int, need: int) -> list[dict[str, Any]]:
-        import random
-
-        rng = random.Random(f"reuse:{self.cfg.seed}:{step}")
-        picks = [rng.choice(self.reuse) for _ in range(need)] if self.reuse else []
+    def _reuse_items(self, step: int, need: int, asked: set[str], first: int = 0,
+                     strict: bool = True) -> list[dict[str, Any]]:
+        """``need`` questions from earlier steps not already asked this step (grounded bootstrap questions
+        when the pool runs short), as self-play items that skip the proposer; ids count on from ``first``.
+        ``strict``: fewer than ``need`` is an error."""
+        picks = self.reuse.pick(step, need, exclude=asked, strategy=self.cfg.train.reuse, seed=self.cfg.seed)
         if len(picks) < need:  # nothing valid yet: grounded questions synthesized from the corpus
-            picks += self._bootstrap(step, need - len(picks))
-        if len(picks) < need:
+            boot = self._bootstrap(step, need - len(picks), asked | {p["question"] for p in picks})
+            self.reuse.add(step, boot)  # they may be asked again at later steps, like proposals
+            picks += boot
+        if len(picks) < need and strict:
             raise RuntimeError("cannot fill the solver batch: no valid proposal yet and no bootstrap question")
-        return [{"item_id": f"{step}-r{i}", "target": p["target"], "hops": p["hops"], "reuse_question": p["question"]}
-                for i, p in enumerate(picks)]
+        return [{"item_id": f"{step}-r{first + i}", "target": p["target"], "hops": p["hops"],
+                 "reuse_question": p["question"]} for i, p in enumerate(picks)]
 
-    def _bootstrap(self, step: int, n: int) -> list[dict[str, Any]]:
+    def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
         """Questions for the first steps of an untrained proposer: the warm-up's grounded solver questions
-        (their search retrieves the answer's article) on the embedded corpus, else cloze questions."""
+        (their search retrieves the answer's article) on the embedded corpus, else cloze questions; none
+        of ``skip``."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
             from training.warmup_data import PROPOSER_KINDS, DEFAULT_MIX, Synthesizer
 
             mix = {k: v for k, v in DEFAULT_MIX.items() if k not in PROPOSER_KINDS and not k.startswith(("retry", "giveup"))}
-            rows = Synthesizer(self.search, seed=self.cfg.seed * 1000 + step).generate(n, mix)
+            # the same seed each call of a step, so a second call skips the first one's questions
+            rows = Synthesizer(self.search, seed=self.cfg.seed * 1000 + step).generate(n + len(skip), mix)
             out = []
             for ex in rows:
                 question = ex.messages[-1]["content"].rsplit("Question:", 1)[-1].strip()
-                out.append({"question": question, "target": ex.target, "hops": ex.hops})
+                if question not in skip and len(out) < n:
+                    skip = skip | {question}
+                    out.append({"question": question, "target": ex.target, "hops": ex.hops})
             return out
         import random
 
@@ -138,7 +155,8 @@ class Orchestrator:
                 break
             t = rng.choice(self.pool)
             q = bootstrap_question(t.answer, self.cfg.search.corpus) if self.cfg.search.backend != "http" else None
-            if q:
+            if q and q not in skip:
+                skip = skip | {q}
                 out.append({"question": q, "target": t.answer, "hops": 1})
         return out
 
@@ -179,7 +197,7 @@ class Orchestrator:
 
 def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
     m = dict(a.metrics)
-    m["reused_groups"] = b.metrics.get("reused_groups", 0)
+    m["reused_groups"] = a.metrics.get("reused_groups", 0) + b.metrics.get("reused_groups", 0)
     m["solver_status"] = {k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
                           for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}}
     m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
@@ -190,14 +208,31 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
                       a.outcomes + b.outcomes, m)
 
 
-def _select_groups(solver: list[Trajectory], questions: int, group_size: int) -> list[Trajectory]:
-    """Mark the first ``questions`` groups (fresh before reused) as the trainer's batch; keep the rest."""
+def _groups(solver: list[Trajectory]) -> dict[str, list[Trajectory]]:
     groups: dict[str, list[Trajectory]] = {}
     for t in solver:
         groups.setdefault(t.group_id, []).append(t)
-    ordered = sorted(groups.values(), key=lambda g: (len(g) != group_size, g[0].reused))
+    return groups
+
+
+def _has_variance(group: list[Trajectory]) -> bool:
+    # over all rewards, as GRPO's group mean is: a search_error member's reward counts though its loss is masked
+    return len({t.reward for t in group}) > 1
+
+
+def _variance_groups(solver: list[Trajectory], group_size: int) -> int:
+    return sum(1 for g in _groups(solver).values() if len(g) == group_size and _has_variance(g))
+
+
+def _select_groups(solver: list[Trajectory], questions: int, group_size: int,
+                   prefer_variance: bool = False) -> list[Trajectory]:
+    """Mark the first ``questions`` complete groups as the trainer's batch -- with ``prefer_variance`` those
+    whose rewards differ first -- fresh before reused; keep the rest."""
+    def rank(g: list[Trajectory]) -> tuple[bool, bool, bool]:
+        return len(g) != group_size, prefer_variance and not _has_variance(g), g[0].reused
+
     out = []
-    for i, g in enumerate(ordered):
+    for i, g in enumerate(sorted(_groups(solver).values(), key=rank)):
         for t in sorted(g, key=lambda t: t.sample):
             t.selected = i < questions and len(g) == group_size
             out.append(t)

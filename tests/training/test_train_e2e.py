@@ -1,5 +1,6 @@
 """`sesa train` end to end on the real embedded parts, killed with SIGKILL and resumed."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -19,7 +20,8 @@ TINY = {
     "judge": {"kind": "none"},
     "memory": {"mode": "static"},
     "train": {"steps": 2, "targets_per_step": 2, "questions_per_step": 1, "max_completion_length": 192,
-              "micro_batch_size": 1},  # both trainers accumulate each step's batch over two passes
+              "micro_batch_size": 1,  # both trainers accumulate each step's batch over two passes
+              "reuse": "frontier", "resample_groups": 1},
 }
 
 
@@ -36,6 +38,11 @@ def test_killed_run_resumes_to_a_consistent_end(tmp_path):
 
     solver = TrajectoryStore(run).read_all("solver")
     assert len(solver[solver["selected"]]) == 2 * 2  # questions x group per step, each step once
+    metrics = {m["step"]: m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in m}
+    for step, m in metrics.items():  # a step short of groups with reward variance ran one more group
+        assert solver[solver["step"] == step]["group_id"].nunique() == m["valid_proposals"] + m["reused_groups"], m
+        assert m["batch_frontier_groups"] == 1 or m.get("resampled_groups") == 1, m
+    assert any(m.get("resampled_groups") for m in metrics.values())  # the untrained 135M rarely splits a group
     assert (run / "summary.json").exists()
     assert not (run / "sync" / "weights").exists()  # a finished run keeps only policies/ and checkpoints/
 

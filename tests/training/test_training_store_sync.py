@@ -58,6 +58,15 @@ def test_select_groups_prefers_fresh_complete_groups():
     assert len(out) == 5  # nothing is dropped, only unselected
 
 
+def test_select_groups_can_prefer_groups_with_reward_variance():
+    flat = [traj("flat", i, reward=0.0) for i in range(2)]  # fresh, but every rollout scored the same
+    split = [traj("split", i, reward=float(i), reused=True) for i in range(2)]
+    picked = lambda out: [t.group_id for t in out if t.selected]  # noqa: E731
+    assert picked(_select_groups(split + flat, questions=1, group_size=2)) == ["flat", "flat"]
+    assert picked(_select_groups(split + flat, questions=1, group_size=2, prefer_variance=True)) == ["split", "split"]
+    assert picked(_select_groups(flat + split[:1], questions=1, group_size=2, prefer_variance=True)) == ["flat", "flat"]
+
+
 def test_batch_shapes():
     from sesa_graph.config import load_config
 
