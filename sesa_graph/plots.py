@@ -130,13 +130,16 @@ def fig_invalid_reasons(run: Run) -> Any:
 
 
 def solver_groups(run: Run) -> pd.DataFrame:
-    """One row per solver group (step, group_id): its success rate p and whether it was reused."""
+    """One row per solver group (step, group_id): its success rate p, whether it was reused, and whether it
+    was in the trainer's batch (groups run beyond the batch are kept, unselected)."""
     df = run.rollouts("solver")
     if df.empty:
-        return pd.DataFrame(columns=["step", "group_id", "p", "reused", "hops"])
+        return pd.DataFrame(columns=["step", "group_id", "p", "reused", "hops", "selected"])
+    if "selected" not in df:
+        df = df.assign(selected=True)
     return df.groupby(["step", "group_id"], sort=True).agg(
         p=("correct", lambda c: sum(map(truthy, c)) / len(c)), reused=("reused", "first"),
-        hops=("hops", "first")).reset_index()
+        hops=("hops", "first"), selected=("selected", lambda s: bool(any(map(truthy, s))))).reset_index()
 
 
 _P_CLASSES = (("p = 0 (too hard)", "#cf222e", lambda p: p == 0),
@@ -157,8 +160,12 @@ def fig_frontier(run: Run) -> Any:
             n = g[test(g["p"])].groupby("step").size().reindex(steps, fill_value=0)
             ax.bar(steps, n, bottom=bottom, color=c, label=label)
             bottom += n
-        share = ((g["p"] > 0) & (g["p"] < 1)).mean()
-        ax.set(title=f"Solver groups by success rate (frontier {share:.0%})", xlabel="step", ylabel="groups")
+        frontier = (g["p"] > 0) & (g["p"] < 1)
+        if not g["selected"].all():  # some groups were run beyond the batch (resampling): show what trained
+            n = g[frontier & g["selected"]].groupby("step").size().reindex(steps, fill_value=0)
+            ax.plot(steps, n, "D", color="#24292f", ms=5, label="frontier groups in the trainer's batch")
+        ax.set(title=f"Solver groups by success rate (frontier {frontier.mean():.0%})", xlabel="step",
+               ylabel="groups")
         _int_x(ax)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
