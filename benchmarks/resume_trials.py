@@ -66,6 +66,14 @@ def check(run_dir: Path, steps: int) -> dict:
             problems.append(f"{role} final policy missing")
     if trainers_alive(run_dir):
         problems.append("trainer processes left behind")
+    pool = run_dir / "reuse_pool.json"
+    entries = json.loads(pool.read_text()) if pool.exists() else []
+    questions = [e["question"] for e in entries]
+    if len(set(questions)) != len(questions):
+        problems.append("a question is twice in the reuse pool")
+    late = [e for e in entries if e.get("step", -1) >= steps or any(int(k) >= steps for k in e.get("rates", {}))]
+    if late:
+        problems.append(f"{len(late)} reuse pool entries from steps that never ran")
     return {"committed": committed, "problems": problems}
 
 

@@ -15,8 +15,10 @@ step's mean reward, since one proposal per prompt has no within-prompt variance.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +87,23 @@ def vllm_server_args(pcfg: Any, role: str) -> dict[str, Any]:
 
 
 def latest_checkpoint(out_dir: Path) -> str | None:
-    ckpts = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return str(ckpts[-1]) if ckpts else None
+    """The newest complete checkpoint; newer incomplete ones are removed.
+
+    transformers writes ``trainer_state.json`` last (after weights, optimizer, scheduler and RNG state), so
+    a trainer killed while saving leaves a directory without a readable one; resuming from it would crash,
+    and the checkpoint before it (kept until the new one is complete) holds the state to go on from.
+    """
+    ckpts = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[1]))
+    while ckpts:
+        newest = ckpts.pop()
+        try:
+            json.loads((newest / "trainer_state.json").read_text())
+            return str(newest)
+        except (OSError, ValueError):
+            log.warning("%s is incomplete (the trainer was stopped while saving it); removing it", newest)
+            shutil.rmtree(newest, ignore_errors=True)
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -116,3 +116,20 @@ def test_micro_batches_divide_the_step_batch():
     assert micro_batches(10, 4) == (2, 5)  # 4 does not divide 10: the largest divisor below it
     assert micro_batches(4, 8) == (4, 1)
     assert micro_batches(7, 3) == (1, 7)
+
+
+def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
+    from training.trainer import latest_checkpoint
+
+    assert latest_checkpoint(tmp_path) is None
+    done = tmp_path / "checkpoint-1"
+    done.mkdir()
+    (done / "trainer_state.json").write_text('{"global_step": 1}')
+    for name, state in (("checkpoint-2", None), ("checkpoint-3", '{"global_st')):  # weights only; torn state
+        d = tmp_path / name
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"x")
+        if state:
+            (d / "trainer_state.json").write_text(state)
+    assert latest_checkpoint(tmp_path) == str(done)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1"]
