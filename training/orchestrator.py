@@ -85,7 +85,7 @@ class Orchestrator:
                       bank_version=self.memory.version, policy_versions=(self.versions["proposer"], self.versions["solver"]))
         out = asyncio.run(run_step(items, self.ctx, **common))
         fresh = [{"question": t.question, "target": t.target, "hops": t.hops} for t in out.proposer if t.valid]
-        asked = {t.question for t in out.proposer if t.valid}
+        asked = {f["question"] for f in fresh}
         need = tc.questions_per_step - len(fresh)
         if need > 0:
             out = _merge(out, asyncio.run(run_step(self._reuse_items(step, need, asked), self.ctx, **common)))
