@@ -288,6 +288,10 @@ def eval_main(
         n = sum(info["datasets"].values())
         console.print(f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
                       f"{sum(info['cached'].values())} cached in {settings.out_dir}")
+        if info["stale"]:
+            console.print("[yellow]" + ", ".join(f"{n} cached mode-{m}" for m, n in info["stale"].items())
+                          + " record(s) were made with other skills than the bank gives those questions now: "
+                          "running them again[/]")
 
     bar = EvalProgress(console, enabled=progress)
     policy = None

@@ -3,7 +3,9 @@
 ``evals/<name>/records.jsonl`` holds one JSON line per finished (question, mode, seed), keyed
 ``dataset/id/mode/seed`` and appended (and fsynced) as each finishes; ``eval.json`` holds the settings
 that decide a result (model, search, solver loop, judge, top-k). A rerun reuses cached records only if
-those settings are the same, and mode on/placebo records only if they came from the same bank version.
+those settings are the same, and a mode on/placebo record only if the bank gives its question the same
+skills today (see :func:`same_skills`): a bank that moved on, or another bank under the same path,
+reruns exactly the questions whose prompt it changes.
 """
 
 from __future__ import annotations
@@ -77,17 +79,25 @@ class RecordStore:
 
 
 def bank_ref(bank: Mapping[str, Any] | None) -> str | None:
+    """Where a record's skills came from (provenance; reuse is decided by :func:`same_skills`)."""
     return f"{bank['path']}@v{bank['version']}" if bank else None
 
 
-def check_bank(store: RecordStore, bank: Mapping[str, Any] | None, modes: Sequence[str], out_dir: Path) -> None:
-    """Cached records of modes on/placebo are reused only if they were made with this bank version."""
-    now = bank_ref(bank)
-    for rec in store.latest.values():
-        was = rec.get("bank")
-        if rec.get("mode") != "off" and rec.get("mode") in modes and was is not None and was != now:
-            raise EvalError(f"{out_dir} holds mode-{rec['mode']} records made with skill bank {was}; this eval uses "
-                            f"{now}. Use another --name, or --overwrite to discard those records")
+def skills_sha(block: str) -> str:
+    """A digest of the skills block a rollout's prompt held ('' for none)."""
+    return hashlib.sha1(block.encode("utf-8")).hexdigest()[:16]
+
+
+def same_skills(rec: Mapping[str, Any], skill_ids: Sequence[str], block: str) -> bool:
+    """Whether a cached mode-on/placebo record was made with the skills its question retrieves now.
+
+    The prompt is the only way a bank reaches a rollout, so equal skills blocks mean the record still
+    holds. Records written before ``skills_sha`` existed are compared by their skill ids, which are
+    content hashes of a skill's advice (seed skills: fixed names).
+    """
+    if "skills_sha" in rec:
+        return rec["skills_sha"] == skills_sha(block)
+    return list(rec.get("skill_ids") or []) == list(skill_ids)
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -200,7 +200,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if t:
         lines += ["## Timing", "",
                   (f"- this invocation: {t.get('computed', 0)} rollouts computed, {t.get('rejudged', 0)} re-judged, "
-                  f"{t.get('cached', 0)} from cache"),
+                  f"{t.get('cached', 0)} from cache"
+                  + (f", {t['stale_rerun']} cached ones run again because the bank now gives their questions "
+                     "other skills" if t.get("stale_rerun") else "")),
                   f"- setup {t.get('setup_s')} s, rollouts {t.get('run_s')} s"
                   + (f", {t['rollouts_per_minute']} rollouts/minute = {t['questions_per_minute']} questions/minute "
                      "in every mode and seed" if t.get("rollouts_per_minute") else ""), ""]

@@ -15,7 +15,8 @@ Throughput: up to ``concurrency`` questions are in flight at once, each its own 
 invocation; a local policy micro-batches their turns, an endpoint gets that many requests.
 
 Caching: every finished question is appended to ``evals/<name>/records.jsonl`` at once, keyed by
-dataset / id / mode / seed, so a killed eval resumes where it stopped. Infrastructure failures are not
+dataset / id / mode / seed, so a killed eval resumes where it stopped; a mode-on/placebo record is reused
+only while the bank gives its question the same skills. Infrastructure failures are not
 results: a rollout that ended ``search_error`` or raised is recorded with status ``error`` and run again
 on resume; a verdict whose LLM judge failed (``judge_unavailable``) is judged again on resume. After
 more than ``max_errors`` such failures, or when the policy endpoint stays down after its retries, the
@@ -43,9 +44,10 @@ from graphs.eval_records import (
     SETTINGS,
     RecordStore,
     bank_ref,
-    check_bank,
     check_settings_file,
     record_key,
+    same_skills,
+    skills_sha,
 )
 from graphs.solve import solve
 from sesa_graph.config import SolverConfig
@@ -77,46 +79,56 @@ class Task:
         return record_key(self.q.dataset, self.q.id, self.mode, self.seed)
 
 
+@dataclass
+class Plan:
+    """What an invocation has to do: tasks to run, cached results per dataset, stale records, all keys."""
+
+    tasks: list[Task]
+    cached: dict[str, int]
+    keys: list[str]
+    stale: dict[str, int] = field(default_factory=dict)  # mode -> cached records made with other skills
+
+
 def plan_tasks(data: Mapping[str, Sequence[EvalQuestion]], modes: Sequence[str], seeds: Sequence[int | None],
-               store: RecordStore, memories: Mapping[str, Any]) -> tuple[list[Task], dict[str, int], list[str]]:
-    """Tasks still to do, cached results per dataset, and every key of the plan.
+               store: RecordStore, memories: Mapping[str, Any]) -> Plan:
+    """Tasks still to do, cached results per dataset, stale cached records, and every key of the plan.
 
     Order: dataset, seed, question, mode -- so concurrent rollouts share sampling settings (a local
     policy batches them together) and an interrupted eval has whole questions across modes.
-    Skills are retrieved here, one batched call per dataset and mode.
+    Skills are retrieved here, one batched call per dataset and mode, for cached questions too: a cached
+    mode-on/placebo record whose question now gets other skills is stale and runs again.
     """
     tasks: list[Task] = []
     cached: Counter[str] = Counter()
+    stale: Counter[str] = Counter()
     keys: list[str] = []
     for ds, qs in data.items():
-        todo: dict[tuple[str, int | None], list[EvalQuestion]] = {}
+        skills: dict[str, dict[str, tuple[list[str], str]]] = {m: {} for m in modes}
+        for mode in modes:
+            if mode != "off" and qs:
+                mem = memories[mode]
+                for q, hits in zip(qs, mem.retrieve([q.question for q in qs]), strict=True):
+                    skills[mode][q.id] = ([s.id for s in hits], mem.render(hits))
+        todo: list[Task] = []
         rejudge: list[Task] = []
         for seed in seeds:
             for q in qs:
                 for mode in modes:
                     key = record_key(ds, q.id, mode, seed)
                     keys.append(key)
+                    ids, block = skills[mode].get(q.id, ([], ""))
                     rec = store.done(key)
+                    if rec is not None and mode != "off" and not same_skills(rec, ids, block):
+                        stale[mode] += 1
+                        rec = None
                     if rec is None:
-                        todo.setdefault((mode, seed), []).append(q)
+                        todo.append(Task(q, mode, seed, ids, block))
                     elif rec.get("judge_method") == "judge_unavailable":
                         rejudge.append(Task(q, mode, seed, list(rec.get("skill_ids", [])), rejudge=rec))
                     else:
                         cached[ds] += 1
-        skills: dict[str, dict[str, tuple[list[str], str]]] = {}
-        for mode in modes:
-            need = list({q.id: q for (m, _), lst in todo.items() if m == mode for q in lst}.values())
-            skills[mode] = {}
-            if need and mode != "off":
-                mem = memories[mode]
-                for q, hits in zip(need, mem.retrieve([q.question for q in need]), strict=True):
-                    skills[mode][q.id] = ([s.id for s in hits], mem.render(hits))
-        fresh = [Task(q, mode, seed, *skills[mode].get(q.id, ([], "")))
-                 for (mode, seed), lst in todo.items() for q in lst]
-        rank = {(s, q.id, m): i for i, (s, q, m) in enumerate((s, q, m) for s in seeds for q in qs for m in modes)}
-        fresh.sort(key=lambda t: rank[(t.seed, t.q.id, t.mode)])
-        tasks += rejudge + fresh
-    return tasks, dict(cached), keys
+        tasks += rejudge + todo
+    return Plan(tasks, dict(cached), keys, dict(stale))
 
 
 # ---- running ---------------------------------------------------------------------------------------------
@@ -139,7 +151,8 @@ def make_record(task: Task, state: Mapping[str, Any] | None, verdict: Verdict | 
         "turns": int(st.get("n_turns", 0)), "searches": len(st.get("searches", []) or []),
         "queries": [s["query"] for s in st.get("searches", []) or []],
         "trace": [t.get("text", "") for t in st.get("turns", []) or []],
-        "skill_ids": list(task.skill_ids), "bank": bank_ref(bank) if task.mode != "off" else None,
+        "skill_ids": list(task.skill_ids), "skills_sha": skills_sha(task.skills_block),
+        "bank": bank_ref(bank) if task.mode != "off" else None,
         "bank_version": bank["version"] if bank and task.mode != "off" else None,
         "model": model, "elapsed_s": round(elapsed_s, 3), "time": time.time(),
     }
@@ -308,11 +321,15 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     check_settings_file(out_dir, identity, overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = RecordStore(out_dir / RECORDS)
-    check_bank(store, bank_info, settings.bank_modes, out_dir)
-    tasks, cached, keys = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
+    plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
+    tasks, cached, keys = plan.tasks, plan.cached, plan.keys
+    if plan.stale:
+        log.warning("%s: %s cached record(s) were made with other skills than %s gives their questions now; "
+                    "running them again", out_dir, ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
+                    bank_ref(bank_info))
     if on_start is not None:
         on_start({"datasets": {k: len(v) for k, v in data.items()}, "tasks": len(tasks), "cached": cached,
-                  "hygiene": hygiene, "bank": bank_info})
+                  "stale": plan.stale, "hygiene": hygiene, "bank": bank_info})
     need_policy = any(t.rejudge is None for t in tasks) or (bool(tasks) and settings.judge.kind == "policy")
     if search is None and any(t.rejudge is None for t in tasks):
         from tools.backends import make_backend
@@ -344,6 +361,7 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
         rate = 60 * run.computed / run.run_s if run.run_s else None
         timing = {"setup_s": round(setup_s, 1), "run_s": round(run.run_s, 1), "computed": run.computed,
                   "rejudged": run.rejudged, "cached": sum(cached.values()),
+                  "stale_rerun": sum(plan.stale.values()),
                   "rollouts_per_minute": round(rate, 2) if rate is not None else None,
                   "questions_per_minute": round(rate / per_q, 2) if rate is not None else None}
         report = build_report(records, settings=settings, datasets=list(data), hygiene=hygiene, bank=bank_info,

@@ -195,20 +195,42 @@ async def test_bank_modes_side_by_side(tmp_path, data_dir, bank):
     assert "EVAL QUESTIONS FOUND" in (out.out_dir / "report.md").read_text()
 
 
-async def test_bank_version_change_is_not_mixed(tmp_path, data_dir, bank):
+async def test_a_changed_bank_reruns_only_the_questions_it_gives_other_skills(tmp_path, data_dir, bank):
     from sesa_graph.memory import MemoryConfig, SkillBank
+    from sesa_graph.memory.skill import Skill
 
-    s = settings(tmp_path, data_dir, datasets=["alpha"], limit=1, bank_modes=["off", "on"], bank=bank)
-    await run(s, encoder=HashEncoder())
+    s = settings(tmp_path, data_dir, datasets=["alpha"], bank_modes=["off", "on"], bank=bank)
+    first = await run(s, encoder=HashEncoder())
+    old = {r["key"]: r for r in records(first.out_dir)}
+    assert all(len(r["skills_sha"]) == 16 for r in old.values())
+    # the bank moves on: a new skill about capitals of countries, which only a1 ("Capital of France?") retrieves
+    new = Skill(id="m-capitals", description="For a capital city of a country, search the country's name and "
+                "capital together.", trigger="Capital of a country? France Paris capital capital capital",
+                source="mined")
     b = SkillBank.open(bank, MemoryConfig(), HashEncoder())
-    b.commit(step=2, admit=[], evict={})  # the bank moves on to version 2
+    b.commit(step=2, admit=[(new, HashEncoder().encode_documents([new.embed_text()])[0])], evict={})
     b.close()
-    with pytest.raises(EvalError, match=r"mode-on records made with skill bank .*@v1; this eval uses .*@v2"):
-        await run(s, encoder=HashEncoder())
-    # mode off alone does not depend on the bank: its cached record is reused
     p = ScriptedSolver()
-    out = await run(settings(tmp_path, data_dir, datasets=["alpha"], limit=1, bank=bank), p, encoder=HashEncoder())
-    assert p.solved == [] and out.report["complete"]
+    again = await run(s, p, encoder=HashEncoder())
+    assert p.solved == ["Capital of France? answer: Paris"]  # a1 in mode on; off and a2-a4 in mode on reused
+    recs = {r["key"]: r for r in records(again.out_dir)}
+    assert "m-capitals" in recs["alpha/a1/on/greedy"]["skill_ids"] and recs["alpha/a1/on/greedy"]["bank_version"] == 2
+    assert recs["alpha/a2/on/greedy"] == old["alpha/a2/on/greedy"]
+    assert again.report["timing"]["stale_rerun"] == 1 and again.report["timing"]["cached"] == 7
+    assert "1 cached ones run again" in (again.out_dir / "report.md").read_text()
+
+
+async def test_records_without_skills_sha_are_matched_by_skill_ids(tmp_path, data_dir, bank):
+    s = settings(tmp_path, data_dir, datasets=["alpha"], limit=2, bank_modes=["on"], bank=bank)
+    out = await run(s, encoder=HashEncoder())
+    rows = records(out.out_dir)
+    for r in rows:  # as written before skills_sha existed; one of them with other skills
+        del r["skills_sha"]
+    rows[1]["skill_ids"] = ["someone-else"]
+    write_jsonl(out.out_dir / "records.jsonl", rows)
+    p = ScriptedSolver()
+    again = await run(s, p, encoder=HashEncoder())
+    assert p.solved == [rows[1]["question"]] and again.report["timing"]["stale_rerun"] == 1
 
 
 def test_bank_modes_need_a_bank(tmp_path):
