@@ -260,9 +260,9 @@ def eval_main(
 
     from graphs.eval_data import DatasetError
     from graphs.evaluate import EvalError, evaluate
-    from sesa_graph.policy.base import PolicyUnavailableError
     from sesa_graph.config import ConfigError
     from sesa_graph.memory.bank import BankError
+    from sesa_graph.policy.base import PolicyUnavailableError
     from tools.assets import MissingAssetError
 
     flags = {

@@ -40,7 +40,6 @@ from graphs.eval_config import EvalSettings
 from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
 from graphs.eval_records import (
     RECORDS,
-    EvalError,
     SETTINGS,
     RecordStore,
     bank_ref,
