@@ -41,6 +41,7 @@ from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
 from graphs.eval_records import (
     RECORDS,
     SETTINGS,
+    EvalError,  # noqa: F401 - part of this module's API (the CLI and tests import it from here)
     RecordStore,
     bank_ref,
     check_settings_file,
