@@ -333,7 +333,8 @@ def compare(
     fail_on_regression: Annotated[bool, typer.Option(help="Exit with status 1 when any dataset regressed.")] = False,
 ) -> None:
     """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
-    from graphs.eval_report import METRICS, CompareError, compare_reports
+    from graphs.eval_compare import CompareError, compare_reports
+    from graphs.eval_report import METRICS
 
     metrics = list(METRICS) if metric == "all" else [metric]
     regressed = False
@@ -351,21 +352,21 @@ def compare(
 
 
 def _print_comparison(c: Any) -> None:
+    from graphs.eval_compare import flag_text, fmt_ci, fmt_delta
     from graphs.eval_report import METRIC_TITLES, fmt_cell
 
     t = Table(title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
               title_justify="left")
-    for col, just in (("dataset", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"), ("", "left")):
+    for col, just in (("dataset", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
+                      ("95% CI (paired)", "right"), ("", "left")):
         t.add_column(col, justify=just)
     for r in c.rows:
         name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
-        d = "–" if r.delta is None else f"{r.delta:+.1f}"
+        d = fmt_delta(r.delta)
         if r.regression:
             d = f"[bold red]{d}[/]"
-        flag = "[bold red]▼ regression[/]" + (" [dim](within seed noise)[/]" if r.within_noise else "") \
-            if r.regression else ""
-        note = f"[dim]{escape(r.note)}[/]" if r.note else ""
-        t.add_row(name, fmt_cell(r.a), fmt_cell(r.b), d, " ".join(x for x in (flag, note) if x))
+        t.add_row(name, fmt_cell(r.a), fmt_cell(r.b), d, fmt_ci(r),
+                  f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]")
     console.print(t)
     regs = [display_name(d) for d in c.regressions if d != "mean"]
     console.print(f"[bold red]B is below A on: {', '.join(regs)}[/]" if regs else "[green]B is not below A on any "

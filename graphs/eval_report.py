@@ -1,4 +1,4 @@
-"""Eval reports (the paper's Tables 1 and 2) and the comparison of two evals.
+"""Eval reports: the paper's Tables 1 and 2, with diagnostics, hygiene and timing.
 
 A report has one row per bank mode and one column per dataset plus the unweighted mean of the dataset
 columns (the paper's headline), for three metrics kept apart: the judge score (exact match, else the LLM
@@ -13,16 +13,14 @@ cell and counted in the diagnostics, as are questions not yet run (an interrupte
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphs.eval_data import display_name, order_datasets
+from graphs.eval_data import display_name
 
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}
@@ -242,120 +240,3 @@ def write_report(out_dir: Path, report: Mapping[str, Any]) -> None:
 
     write_json_atomic(Path(out_dir) / "report.json", report)
     write_text_atomic(Path(out_dir) / "report.md", render_markdown(report))
-
-
-# ---- compare ---------------------------------------------------------------------------------------------
-
-
-class CompareError(ValueError):
-    """An eval reference that cannot be compared; the message says why."""
-
-
-def load_report(ref: str | Path) -> tuple[dict[str, Any], str | None, str]:
-    """(report, mode or None, label) from ``DIR``, ``DIR:MODE`` or a report.json path."""
-    text, mode = str(ref), None
-    head, sep, tail = text.rpartition(":")
-    if sep and tail in ("off", "on", "placebo"):
-        text, mode = head, tail
-    p = Path(text)
-    path = p if p.is_file() else p / "report.json"
-    if not path.is_file():
-        raise CompareError(f"{ref}: no report.json there (run `sesa eval` first, or give its output directory)")
-    report = json.loads(path.read_text())
-    if mode is not None and mode not in report["modes"]:
-        raise CompareError(f"{ref}: mode {mode!r} is not in that eval (it has {', '.join(report['modes'])})")
-    return report, mode, str(ref)
-
-
-@dataclass
-class CompareRow:
-    dataset: str
-    a: dict[str, Any] | None
-    b: dict[str, Any] | None
-    delta: float | None
-    regression: bool
-    within_noise: bool
-    note: str = ""
-
-
-@dataclass
-class Comparison:
-    metric: str
-    a_label: str
-    b_label: str
-    rows: list[CompareRow] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    """Settings that differ between A and B and make the deltas mean less (judge, decoding, turns)."""
-
-    @property
-    def regressions(self) -> list[str]:
-        return [r.dataset for r in self.rows if r.regression]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "a": self.a_label, "b": self.b_label, "regressions": self.regressions,
-                "rows": [vars(r) for r in self.rows], "warnings": self.warnings}
-
-
-def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", tolerance: float = 0.0) -> list[Comparison]:
-    """Per-dataset deltas B - A (percentage points) for each bank mode both evals ran (or the modes
-    named with ``DIR:MODE``). A dataset where B is below A by more than ``tolerance`` is a regression;
-    with seeds on both sides, a delta within the combined std is marked as within seed noise."""
-    if metric not in METRICS:
-        raise CompareError(f"unknown metric {metric!r}; choose {', '.join(METRICS)}")
-    ra, ma, la = load_report(a)
-    rb, mb, lb = load_report(b)
-    if ma or mb:
-        pairs = [(ma or mb, mb or ma)]
-        for r, m, lab in ((ra, pairs[0][0], la), (rb, pairs[0][1], lb)):
-            if m not in r["modes"]:
-                raise CompareError(f"{lab}: mode {m!r} is not in that eval (it has {', '.join(r['modes'])})")
-    else:
-        pairs = [(m, m) for m in ra["modes"] if m in rb["modes"]]
-        if not pairs:
-            raise CompareError(f"{la} ran modes {ra['modes']}, {lb} ran {rb['modes']}: none in common; "
-                               "name them, e.g. A:off B:on")
-    datasets = order_datasets([*ra["datasets"], *rb["datasets"]]) + ["mean"]
-    out = []
-    for mode_a, mode_b in pairs:
-        ca, cb = ra["metrics"][metric][mode_a], rb["metrics"][metric][mode_b]
-        label_a = f"{la}:{mode_a}" if ma is None else la
-        label_b = f"{lb}:{mode_b}" if mb is None else lb
-        cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric))
-        for ds in datasets:
-            x, y = ca.get(ds), cb.get(ds)
-            have = x and y and x.get("mean") is not None and y.get("mean") is not None
-            delta = y["mean"] - x["mean"] if have else None
-            regression = delta is not None and delta < -tolerance
-            noise = (have and x.get("std") is not None and y.get("std") is not None
-                     and abs(delta) <= math.hypot(x["std"], y["std"]))
-            note = []
-            if not have:
-                note.append("only in one eval" if (x or y) else "missing")
-            elif x.get("n") != y.get("n"):
-                note.append(f"n differs ({x['n']} vs {y['n']})")
-            if ds == "mean" and ra["datasets"] != rb["datasets"]:
-                note.append("different datasets")
-            cmp_.rows.append(CompareRow(ds, x, y, delta, regression, bool(noise), "; ".join(note)))
-        out.append(cmp_)
-    return out
-
-
-def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: str) -> list[str]:
-    keys = ["decoding", "max_turns", "limit"] + (["judge"] if metric == "judge" else [])
-    return [f"{k} differs: A {ra.get(k)!r}, B {rb.get(k)!r}" for k in keys if ra.get(k) != rb.get(k)]
-
-
-def render_comparison(c: Comparison) -> str:
-    """Markdown table of one comparison; regressions are flagged with ▼."""
-    lines = [f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`", "",
-             "| dataset | A | B | B - A | |", "|---|---:|---:|---:|---|"]
-    for r in c.rows:
-        name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
-        d = "–" if r.delta is None else f"{r.delta:+.1f}"
-        flag = ("▼ regression" + (" (within seed noise)" if r.within_noise else "")) if r.regression else ""
-        flag = "; ".join(x for x in (flag, r.note) if x)
-        lines.append(f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {d} | {flag} |")
-    regs = [display_name(d) for d in c.regressions if d != "mean"]
-    lines += ["", f"B is below A on: {', '.join(regs)}" if regs else "B is not below A on any dataset."]
-    lines += [f"Note: {w}" for w in c.warnings] + [""]
-    return "\n".join(lines)

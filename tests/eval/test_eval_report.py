@@ -1,17 +1,13 @@
-"""Report aggregation (means, std over seeds, n per cell, errors left out) and `compare` flags."""
+"""Report aggregation: means, std over seeds, n per cell, errors left out."""
 
-import json
 import math
 
 import pytest
 
 from graphs.eval_report import (
-    CompareError,
     aggregate,
     build_report,
-    compare_reports,
     fmt_cell,
-    render_comparison,
     render_markdown,
 )
 from graphs.evaluate import EvalSettings
@@ -70,79 +66,3 @@ def test_metrics_kept_apart_and_empty_cells():
     assert "INCOMPLETE: 1 of 2" in md
     assert "| on | 100.0 (1) | 100.0 (1) |" in md  # judge table: dataset cell and mean, each with n
     assert "## Exact match" in md and "## Token F1" in md and "## Diagnostics" in md
-
-
-def _write_report(tmp_path, name, cells, modes=("off",), std=None, n=100):
-    datasets = list(cells)
-    metrics = {}
-    for metric in ("judge", "em", "f1"):
-        metrics[metric] = {}
-        for mode in modes:
-            row = {ds: {"mean": v, "std": std, "n": n, "seeds": 3 if std is not None else 1}
-                   for ds, v in cells.items()}
-            row["mean"] = {"mean": sum(cells.values()) / len(cells), "std": std, "n": n * len(cells), "seeds": 1}
-            metrics[metric][mode] = row
-    d = tmp_path / name
-    d.mkdir()
-    (d / "report.json").write_text(json.dumps({"datasets": datasets, "modes": list(modes), "metrics": metrics}))
-    return d
-
-
-def test_compare_flags_regressions(tmp_path):
-    a = _write_report(tmp_path, "a", {"nq": 40.0, "hotpotqa": 30.0, "bamboogle": 20.0})
-    b = _write_report(tmp_path, "b", {"nq": 42.0, "hotpotqa": 30.0, "bamboogle": 12.0})
-    (c,) = compare_reports(a, b)
-    deltas = {r.dataset: r.delta for r in c.rows}
-    assert deltas == {"nq": 2.0, "hotpotqa": 0.0, "bamboogle": -8.0, "mean": pytest.approx(-2.0)}
-    assert c.regressions == ["bamboogle", "mean"]  # equal is not a regression
-    text = render_comparison(c)
-    assert "| Bamboogle | 20.0 (100) | 12.0 (100) | -8.0 | ▼ regression |" in text
-    assert "B is below A on: Bamboogle" in text
-
-
-def test_compare_tolerance_and_seed_noise(tmp_path):
-    a = _write_report(tmp_path, "a", {"nq": 40.0, "bamboogle": 20.0}, std=2.0)
-    b = _write_report(tmp_path, "b", {"nq": 39.0, "bamboogle": 12.0}, std=2.0)
-    (c,) = compare_reports(a, b)
-    rows = {r.dataset: r for r in c.rows}
-    assert rows["nq"].regression and rows["nq"].within_noise  # -1 within hypot(2, 2)
-    assert rows["bamboogle"].regression and not rows["bamboogle"].within_noise
-    (c,) = compare_reports(a, b, tolerance=1.5)
-    assert c.regressions == ["bamboogle", "mean"]
-
-
-def test_compare_modes_within_one_eval(tmp_path):
-    a = _write_report(tmp_path, "run", {"nq": 40.0}, modes=("off", "on"))
-    (c,) = compare_reports(f"{a}:off", f"{a}:on")
-    assert c.a_label.endswith(":off") and c.rows[0].delta == 0.0
-    with pytest.raises(CompareError, match="mode 'placebo' is not in that eval"):
-        compare_reports(f"{a}:off", f"{a}:placebo")
-
-
-def test_compare_notes_different_n_and_datasets(tmp_path):
-    a = _write_report(tmp_path, "a", {"nq": 40.0}, n=100)
-    b = _write_report(tmp_path, "b", {"nq": 40.0, "popqa": 10.0}, n=20)
-    (c,) = compare_reports(a, b)
-    rows = {r.dataset: r for r in c.rows}
-    assert "n differs (100 vs 20)" in rows["nq"].note
-    assert rows["popqa"].delta is None and "only in one eval" in rows["popqa"].note
-    assert "different datasets" in rows["mean"].note
-
-
-def test_compare_warns_about_different_settings(tmp_path):
-    a = _write_report(tmp_path, "a", {"nq": 40.0})
-    b = _write_report(tmp_path, "b", {"nq": 40.0})
-    for d, judge in ((a, "none"), (b, "policy")):
-        rep = json.loads((d / "report.json").read_text())
-        rep.update(judge=judge, decoding="greedy", max_turns=10, limit=None)
-        (d / "report.json").write_text(json.dumps(rep))
-    (c,) = compare_reports(a, b)
-    assert c.warnings == ["judge differs: A 'none', B 'policy'"]
-    assert "Note: judge differs" in render_comparison(c)
-    (c,) = compare_reports(a, b, metric="em")
-    assert c.warnings == []  # EM does not depend on the judge
-
-
-def test_compare_missing_report(tmp_path):
-    with pytest.raises(CompareError, match="no report.json"):
-        compare_reports(tmp_path / "nope", tmp_path / "nope2")

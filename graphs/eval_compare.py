@@ -1,0 +1,171 @@
+"""Comparing two evals (or two bank modes of one): per-dataset deltas B - A, regressions flagged.
+
+A delta alone cannot tell a regression from noise: 300 questions at a 2% score move by a point when
+two answers flip. When both evals' records are at hand and they ran the same questions, every delta gets
+a paired bootstrap 95% interval over those questions (:mod:`graphs.eval_paired`), and a regression whose
+interval holds 0 is marked as not significant. With seeds on both sides, a delta within the combined
+seed std is marked as within seed noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphs.eval_data import display_name, order_datasets
+from graphs.eval_paired import paired_intervals, read_records
+from graphs.eval_report import METRIC_TITLES, METRICS, fmt_cell
+
+
+class CompareError(ValueError):
+    """An eval reference that cannot be compared; the message says why."""
+
+
+def load_report(ref: str | Path) -> tuple[dict[str, Any], str | None, str, Path]:
+    """(report, mode or None, label, the eval's directory) from ``DIR``, ``DIR:MODE`` or a report.json path."""
+    text, mode = str(ref), None
+    head, sep, tail = text.rpartition(":")
+    if sep and tail in ("off", "on", "placebo"):
+        text, mode = head, tail
+    p = Path(text)
+    path = p if p.is_file() else p / "report.json"
+    if not path.is_file():
+        raise CompareError(f"{ref}: no report.json there (run `sesa eval` first, or give its output directory)")
+    report = json.loads(path.read_text())
+    if mode is not None and mode not in report["modes"]:
+        raise CompareError(f"{ref}: mode {mode!r} is not in that eval (it has {', '.join(report['modes'])})")
+    return report, mode, str(ref), path.parent
+
+
+@dataclass
+class CompareRow:
+    dataset: str
+    a: dict[str, Any] | None
+    b: dict[str, Any] | None
+    delta: float | None
+    regression: bool
+    within_noise: bool
+    note: str = ""
+    ci: tuple[float, float] | None = None
+    """Paired bootstrap 95% interval of B - A over ``n_paired`` shared questions (None: no records)."""
+    n_paired: int | None = None
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the interval leaves 0 out (None without an interval)."""
+        return None if self.ci is None else not (self.ci[0] <= 0.0 <= self.ci[1])
+
+
+@dataclass
+class Comparison:
+    metric: str
+    a_label: str
+    b_label: str
+    rows: list[CompareRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Settings that differ between A and B and make the deltas mean less (judge, decoding, turns)."""
+
+    @property
+    def regressions(self) -> list[str]:
+        return [r.dataset for r in self.rows if r.regression]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"metric": self.metric, "a": self.a_label, "b": self.b_label, "regressions": self.regressions,
+                "rows": [{**vars(r), "significant": r.significant} for r in self.rows], "warnings": self.warnings}
+
+
+def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", tolerance: float = 0.0) -> list[Comparison]:
+    """Per-dataset deltas B - A (percentage points) for each bank mode both evals ran (or the modes
+    named with ``DIR:MODE``). A dataset where B is below A by more than ``tolerance`` is a regression;
+    with seeds on both sides, a delta within the combined std is marked as within seed noise. When both
+    evals' records are there, each row also gets a paired bootstrap 95% interval over shared questions."""
+    if metric not in METRICS:
+        raise CompareError(f"unknown metric {metric!r}; choose {', '.join(METRICS)}")
+    ra, ma, la, da = load_report(a)
+    rb, mb, lb, db = load_report(b)
+    recs_a, recs_b = read_records(da), read_records(db)
+    if ma or mb:
+        pairs = [(ma or mb, mb or ma)]
+        for r, m, lab in ((ra, pairs[0][0], la), (rb, pairs[0][1], lb)):
+            if m not in r["modes"]:
+                raise CompareError(f"{lab}: mode {m!r} is not in that eval (it has {', '.join(r['modes'])})")
+    else:
+        pairs = [(m, m) for m in ra["modes"] if m in rb["modes"]]
+        if not pairs:
+            raise CompareError(f"{la} ran modes {ra['modes']}, {lb} ran {rb['modes']}: none in common; "
+                               "name them, e.g. A:off B:on")
+    datasets = order_datasets([*ra["datasets"], *rb["datasets"]]) + ["mean"]
+    out = []
+    for mode_a, mode_b in pairs:
+        ca, cb = ra["metrics"][metric][mode_a], rb["metrics"][metric][mode_b]
+        label_a = f"{la}:{mode_a}" if ma is None else la
+        label_b = f"{lb}:{mode_b}" if mb is None else lb
+        cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric))
+        shared_ds = [d for d in datasets if d != "mean" and d in ra["datasets"] and d in rb["datasets"]]
+        paired = (paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds)
+                  if recs_a is not None and recs_b is not None else {})
+        for ds in datasets:
+            x, y = ca.get(ds), cb.get(ds)
+            have = x and y and x.get("mean") is not None and y.get("mean") is not None
+            delta = y["mean"] - x["mean"] if have else None
+            regression = delta is not None and delta < -tolerance
+            noise = (have and x.get("std") is not None and y.get("std") is not None
+                     and abs(delta) <= math.hypot(x["std"], y["std"]))
+            note = []
+            if not have:
+                note.append("only in one eval" if (x or y) else "missing")
+            elif x.get("n") != y.get("n"):
+                note.append(f"n differs ({x['n']} vs {y['n']})")
+            if ds == "mean" and ra["datasets"] != rb["datasets"]:
+                note.append("different datasets")
+            p = paired.get(ds)
+            if p is not None and have and x.get("n") is not None and p["n"] < min(x["n"], y.get("n") or 0):
+                note.append(f"interval over the {p['n']} questions both ran")
+            cmp_.rows.append(CompareRow(ds, x, y, delta, regression, bool(noise), "; ".join(note),
+                                        ci=(p["lo"], p["hi"]) if p else None, n_paired=p["n"] if p else None))
+        out.append(cmp_)
+    return out
+
+
+def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: str) -> list[str]:
+    keys = ["decoding", "max_turns", "limit"] + (["judge"] if metric == "judge" else [])
+    return [f"{k} differs: A {ra.get(k)!r}, B {rb.get(k)!r}" for k in keys if ra.get(k) != rb.get(k)]
+
+
+def fmt_delta(delta: float | None) -> str:
+    """``+1.7``; a nonzero delta that rounds to 0.0 keeps two decimals, so its sign is not a puzzle."""
+    if delta is None:
+        return "–"
+    return f"{delta:+.2f}" if delta and abs(delta) < 0.05 else f"{delta:+.1f}"
+
+
+def fmt_ci(r: CompareRow) -> str:
+    return "–" if r.ci is None else f"[{r.ci[0]:+.1f}, {r.ci[1]:+.1f}]"
+
+
+def flag_text(r: CompareRow) -> str:
+    """``▼ regression`` with its qualifiers, then the row's note ('' for neither)."""
+    flag = ""
+    if r.regression:
+        quals = [q for q, on in (("not significant", r.significant is False),
+                                 ("within seed noise", r.within_noise)) if on]
+        flag = "▼ regression" + (f" ({', '.join(quals)})" if quals else "")
+    return "; ".join(x for x in (flag, r.note) if x)
+
+
+def render_comparison(c: Comparison) -> str:
+    """Markdown table of one comparison; regressions are flagged with ▼."""
+    lines = [f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`", "",
+             "| dataset | A | B | B - A | 95% CI (paired) | |", "|---|---:|---:|---:|---:|---|"]
+    for r in c.rows:
+        name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
+        lines.append(f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {fmt_delta(r.delta)} | {fmt_ci(r)} | "
+                     f"{flag_text(r)} |")
+    regs = [display_name(d) for d in c.regressions if d != "mean"]
+    lines += ["", f"B is below A on: {', '.join(regs)}" if regs else "B is not below A on any dataset."]
+    lines += [f"Note: {w}" for w in c.warnings] + [""]
+    return "\n".join(lines)
