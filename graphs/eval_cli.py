@@ -352,8 +352,8 @@ def compare(
 
 
 def _print_comparison(c: Any) -> None:
-    from graphs.eval_compare import flag_text, fmt_ci, fmt_delta
-    from graphs.eval_report import METRIC_TITLES, fmt_cell
+    from graphs.eval_compare import flag_text, fmt_ci
+    from graphs.eval_report import METRIC_TITLES, fmt_cell, fmt_delta
 
     t = Table(title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
               title_justify="left")

@@ -18,7 +18,7 @@ from typing import Any
 
 from graphs.eval_data import display_name, order_datasets
 from graphs.eval_paired import paired_intervals, read_records
-from graphs.eval_report import METRIC_TITLES, METRICS, fmt_cell
+from graphs.eval_report import METRIC_TITLES, METRICS, fmt_cell, fmt_delta
 
 
 class CompareError(ValueError):
@@ -134,13 +134,6 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
 def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: str) -> list[str]:
     keys = ["decoding", "max_turns", "limit"] + (["judge"] if metric == "judge" else [])
     return [f"{k} differs: A {ra.get(k)!r}, B {rb.get(k)!r}" for k in keys if ra.get(k) != rb.get(k)]
-
-
-def fmt_delta(delta: float | None) -> str:
-    """``+1.7``; a nonzero delta that rounds to 0.0 keeps two decimals, so its sign is not a puzzle."""
-    if delta is None:
-        return "–"
-    return f"{delta:+.2f}" if delta and abs(delta) < 0.05 else f"{delta:+.1f}"
 
 
 def fmt_ci(r: CompareRow) -> str:

@@ -95,6 +95,20 @@ def diagnostics(records: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> d
     return out
 
 
+def vs_off(records: Sequence[Mapping[str, Any]], datasets: Sequence[str],
+           modes: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """metric -> mode -> dataset (and 'mean') -> the paired delta against mode off with its 95% interval.
+
+    Both modes answered the same questions with the same weights, so the paired interval is the honest
+    yardstick for whether the bank moved a score ({} without mode off)."""
+    from graphs.eval_paired import paired_intervals
+
+    if "off" not in modes:
+        return {}
+    return {m: {mode: paired_intervals(records, records, "off", mode, f, datasets) for mode in modes if mode != "off"}
+            for m, f in METRICS.items()}
+
+
 def build_report(records: Sequence[Mapping[str, Any]], *, settings: Any, datasets: Sequence[str],
                  hygiene: Mapping[str, Any] | None = None, bank: Mapping[str, Any] | None = None,
                  timing: Mapping[str, Any] | None = None, aborted: str | None = None,
@@ -119,6 +133,7 @@ def build_report(records: Sequence[Mapping[str, Any]], *, settings: Any, dataset
         "modes": modes,
         "limit": settings.limit,
         "metrics": {m: aggregate(records, datasets, modes, f) for m, f in METRICS.items()},
+        "vs_off": vs_off(records, datasets, modes),
         "diagnostics": diagnostics(records, modes),
         "hygiene": dict(hygiene) if hygiene else None,
         "timing": dict(timing) if timing else None,
@@ -145,6 +160,13 @@ def fmt_cell(cell: Mapping[str, Any] | None, with_n: bool = True) -> str:
     return s
 
 
+def fmt_delta(delta: float | None) -> str:
+    """``+1.7``; a nonzero delta that rounds to 0.0 keeps two decimals, so its sign is not a puzzle."""
+    if delta is None:
+        return "–"
+    return f"{delta:+.2f}" if delta and abs(delta) < 0.05 else f"{delta:+.1f}"
+
+
 def metric_table(report: Mapping[str, Any], metric: str) -> list[list[str]]:
     """Header + one row per mode for one metric."""
     ds = report["datasets"]
@@ -152,6 +174,18 @@ def metric_table(report: Mapping[str, Any], metric: str) -> list[list[str]]:
     for mode in report["modes"]:
         cells = report["metrics"][metric][mode]
         rows.append([mode, *[fmt_cell(cells[d]) for d in ds], fmt_cell(cells["mean"])])
+    return rows
+
+
+def vs_off_table(report: Mapping[str, Any]) -> list[list[str]]:
+    """Header + one row per (mode, metric): ``-0.7 [-2.3, +1.0]`` per dataset and for the mean."""
+    ds = report["datasets"]
+    rows = [["", *[display_name(d) for d in ds], "Mean"]]
+    for metric, per_mode in report["vs_off"].items():
+        for mode, cells in per_mode.items():
+            fmt = [f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "–"
+                   for c in (cells.get(d) for d in [*ds, "mean"])]
+            rows.append([f"{mode} - off, {METRIC_TITLES[metric].split(' (')[0].lower()}", *fmt])
     return rows
 
 
@@ -192,6 +226,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for metric in METRICS:
         title = METRIC_TITLES[metric] + (f" ({judge_note})" if metric == "judge" else "")
         lines += [f"## {title}", "", _md_table(metric_table(report, metric)), ""]
+    if any(report.get("vs_off", {}).get("judge", {}).values()):
+        lines += ["## Against mode off", "", ("Paired over the questions both modes answered: the mean difference "
+                  "in points and its bootstrap 95% interval; an interval that holds 0 is no evidence either way."),
+                  "", _md_table(vs_off_table(report)), ""]
     lines += ["## Diagnostics", "", _md_table(diagnostic_rows(report)), ""]
     lines += hygiene_lines(report.get("hygiene"))
     t = report.get("timing") or {}

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from graphs.eval_compare import CompareError, compare_reports, fmt_delta, render_comparison
+from graphs.eval_compare import CompareError, compare_reports, render_comparison
 from graphs.eval_paired import paired_intervals
+from graphs.eval_report import fmt_delta
 
 
 def _write_report(tmp_path, name, cells, modes=("off",), std=None, n=100):

@@ -66,3 +66,21 @@ def test_metrics_kept_apart_and_empty_cells():
     assert "INCOMPLETE: 1 of 2" in md
     assert "| on | 100.0 (1) | 100.0 (1) |" in md  # judge table: dataset cell and mean, each with n
     assert "## Exact match" in md and "## Token F1" in md and "## Diagnostics" in md
+
+
+def test_modes_are_compared_with_off_paired():
+    records = []
+    for i in range(50):  # on answers 10 more of 50 nq questions right, and the same bamboogle ones
+        records += [rec("nq", i, score=float(i < 5)), rec("nq", i, mode="on", score=float(i < 15))]
+        records += [rec("bamboogle", i, score=float(i < 5)), rec("bamboogle", i, mode="on", score=float(i < 5))]
+    s = EvalSettings(name="x", bank_modes=["off", "on"], bank="b")
+    report = build_report(records, settings=s, datasets=["nq", "bamboogle"], planned=200)
+    nq, bam = report["vs_off"]["judge"]["on"]["nq"], report["vs_off"]["judge"]["on"]["bamboogle"]
+    assert (nq["n"], nq["delta"]) == (50, 20.0) and 0 < nq["lo"] < 20 < nq["hi"]
+    assert bam["delta"] == bam["lo"] == bam["hi"] == 0.0
+    assert report["vs_off"]["judge"]["on"]["mean"]["delta"] == 10.0
+    md = render_markdown(report)
+    assert "## Against mode off" in md and "| on - off, judge score | +20.0 [+" in md
+    only_on = build_report(records, settings=EvalSettings(name="x", bank_modes=["on"], bank="b"),
+                           datasets=["nq"], planned=50)
+    assert only_on["vs_off"] == {} and "Against mode off" not in render_markdown(only_on)
