@@ -324,7 +324,7 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
     tasks, cached, keys = plan.tasks, plan.cached, plan.keys
     if plan.stale:
-        log.warning("%s: %s cached record(s) were made with other skills than %s gives their questions now; "
+        log.info("%s: %s cached record(s) were made with other skills than %s gives their questions now; "
                     "running them again", out_dir, ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
                     bank_ref(bank_info))
     if on_start is not None:

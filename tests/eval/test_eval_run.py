@@ -193,6 +193,8 @@ async def test_bank_modes_side_by_side(tmp_path, data_dir, bank):
     assert h["source"].startswith("skill bank") and h["exact"] == 1 and h["hits"][0]["source"] == "m-leak"
     assert not out.report["hygiene"]["clean"]
     assert "EVAL QUESTIONS FOUND" in (out.out_dir / "report.md").read_text()
+    again = await run(s, ScriptedSolver(), encoder=HashEncoder())  # same bank: every mode's records reused
+    assert again.run.computed == 0 and again.report["timing"]["stale_rerun"] == 0
 
 
 async def test_a_changed_bank_reruns_only_the_questions_it_gives_other_skills(tmp_path, data_dir, bank):
