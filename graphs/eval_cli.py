@@ -334,6 +334,7 @@ def compare(
 ) -> None:
     """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
     from graphs.eval_compare import CompareError, compare_reports
+    from graphs.eval_records import EvalError
     from graphs.eval_report import METRICS
 
     metrics = list(METRICS) if metric == "all" else [metric]
@@ -341,7 +342,7 @@ def compare(
     for m in metrics:
         try:
             comparisons = compare_reports(a, b, metric=m, tolerance=tolerance)
-        except CompareError as exc:
+        except (CompareError, EvalError) as exc:  # EvalError: a records.jsonl line that is not a record
             err_console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2) from None
         for c in comparisons:

@@ -9,7 +9,6 @@ unweighted mean of the dataset deltas, like the report's headline.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -17,26 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from graphs.eval_records import RECORDS, RETRY_STATUSES
+from graphs.eval_records import RECORDS, RETRY_STATUSES, complete_length, parse_records
 
 LEVEL = 0.95
 
 
 def read_records(eval_dir: Path) -> list[dict[str, Any]] | None:
-    """The latest record of each key in ``eval_dir/records.jsonl`` (read only; None if there is none).
+    """The latest record of each key in ``eval_dir/records.jsonl`` (None if there is none).
 
-    A torn last line (an eval killed mid-write, or still running) is skipped, not cut off."""
+    Read only: a torn last line (an eval killed mid-write, or still running) is skipped, not cut off."""
     path = Path(eval_dir) / RECORDS
     if not path.is_file():
         return None
-    latest: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            latest[rec["key"]] = rec
-        except (ValueError, KeyError, TypeError):
-            continue
-    return list(latest.values())
+    data = path.read_bytes()
+    return list(parse_records(data[:complete_length(data)], path).values())
 
 
 def per_question(records: Iterable[Mapping[str, Any]], mode: str, field: str) -> dict[str, dict[str, float]]:

@@ -32,6 +32,26 @@ def record_key(dataset: str, qid: str, mode: str, seed: int | None) -> str:
     return f"{dataset}/{qid}/{mode}/{'greedy' if seed is None else seed}"
 
 
+def complete_length(data: bytes) -> int:
+    """Bytes of ``data`` up to its last newline: a last line without one was torn by a kill (or is being
+    written)."""
+    return len(data) if not data or data.endswith(b"\n") else data.rfind(b"\n") + 1
+
+
+def parse_records(data: bytes, path: Path) -> dict[str, dict[str, Any]]:
+    """The last record of each key in complete JSONL ``data``; a line that is not a record is an error."""
+    latest: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            latest[rec["key"]] = rec
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvalError(f"{path}:{n}: not a record ({exc}); move the file away to start over") from None
+    return latest
+
+
 class RecordStore:
     """``records.jsonl``: one JSON line per finished (question, mode, seed), appended and flushed at once.
 
@@ -47,22 +67,13 @@ class RecordStore:
 
     def _load(self) -> None:
         data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
+        cut = complete_length(data)
+        if cut < len(data):
             log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path,
                         len(data) - cut)
             with open(self.path, "r+b") as f:
                 f.truncate(cut)
-            data = data[:cut]
-        for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                key = rec["key"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise EvalError(f"{self.path}:{n}: not a record ({exc}); move the file away to start over") from None
-            self.latest[key] = rec
+        self.latest = parse_records(data[:cut], self.path)
 
     def done(self, key: str) -> dict[str, Any] | None:
         """The cached record for ``key`` if it is a result (not a failure to run again)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.eval_data import display_name
+from graphs.eval_paired import paired_intervals
 
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}
@@ -101,8 +102,6 @@ def vs_off(records: Sequence[Mapping[str, Any]], datasets: Sequence[str],
 
     Both modes answered the same questions with the same weights, so the paired interval is the honest
     yardstick for whether the bank moved a score ({} without mode off)."""
-    from graphs.eval_paired import paired_intervals
-
     if "off" not in modes:
         return {}
     return {m: {mode: paired_intervals(records, records, "off", mode, f, datasets) for mode in modes if mode != "off"}

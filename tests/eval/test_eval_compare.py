@@ -141,3 +141,12 @@ def test_reports_without_records_have_no_interval(tmp_path):
 
 def test_a_delta_that_rounds_to_zero_keeps_its_sign():
     assert (fmt_delta(-0.03), fmt_delta(0.0), fmt_delta(-1.25), fmt_delta(None)) == ("-0.03", "+0.0", "-1.2", "–")
+
+
+def test_a_corrupt_records_line_is_an_error_naming_the_file_and_line(tmp_path):
+    from graphs.evaluate import EvalError
+
+    d = _write_report(tmp_path, "run", {"nq": 100.0}, modes=("off", "on"))
+    (d / "records.jsonl").write_text(json.dumps(_rec("nq", 1, "off", 1.0)) + "\nnot json\n")
+    with pytest.raises(EvalError, match=r"records.jsonl:2: not a record"):
+        compare_reports(f"{d}:off", f"{d}:on")
