@@ -218,6 +218,8 @@ def eval_main(
                                                     "--model in-process.")] = None,
     tokenizer: Annotated[str | None, typer.Option(help="With --base-url: local tokenizer (HF id or path) "
                                                      "when --model is not one.")] = None,
+    engine: Annotated[str | None, typer.Option(help="vllm: start a vLLM server for --model (the default, as in "
+                                               "training) | local: transformers in-process.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help=_h(_P, "api_key_env"))] = None,
     retries: Annotated[int | None, typer.Option(help=_h(_P, "retries"))] = None,
     device: Annotated[str | None, typer.Option(help=_h(_P, "device"))] = None,
@@ -270,6 +272,7 @@ def eval_main(
         "bank": bank, "top_k": top_k, "seeds": seeds, "concurrency": concurrency, "max_errors": max_errors,
         "target_pool": target_pool or None, "name": name, "out_root": out_root,
         "policy.model": model, "policy.base_url": base_url, "policy.api_key_env": api_key_env,
+        "policy.backend": engine,
         "policy.retries": retries,
         "policy.device": device, "policy.dtype": dtype, "policy.max_batch_size": max_batch_size,
         "policy.kv_cache_mb": kv_cache_mb,

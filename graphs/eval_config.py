@@ -83,7 +83,7 @@ class EvalSettings(BaseModel):
         (The bank is checked per record: mode-off records stay valid when a bank is added.)"""
         p = self.policy
         return {
-            "model": p.model, "weights": weights_fingerprint(p.model) if p.backend == "local" else None,
+            "model": p.model, "weights": weights_fingerprint(p.model) if p.backend in ("local", "vllm") else None,
             "backend": p.backend, "base_url": p.base_url, "dtype": p.dtype,
             "search": self.search.model_dump(mode="json", exclude={"timeout_s", "retries", "backoff_s", "device",
                                                                    "encode_batch_size"}),

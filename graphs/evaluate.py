@@ -335,8 +335,9 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
         from tools.backends import make_backend
 
         search = make_backend(settings.search)
-    if policy is None and need_policy:
-        policy = make_policy(settings.policy)
+    owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
+    if owned_policy:
+        policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
     if judge is None:
         judge = make_judge(settings.judge, policy)
     write_json_atomic(out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")})
@@ -369,4 +370,6 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
         write_report(out_dir, report)
         if "on" in memories:  # 'on' and 'placebo' share one read-only bank
             memories["on"].bank.close()
+        if owned_policy:
+            getattr(policy, "close", lambda: None)()
     return EvalOutcome(settings, run, report, out_dir, setup_s)

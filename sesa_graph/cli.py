@@ -176,7 +176,13 @@ def train(
     if engine is not None:
         ov.update({"solver_policy.backend": _engine(engine), "proposer_policy.backend": _engine(engine)})
     cfg = load_config(config, ov) if resume is None else None
-    run_train(cfg, runs_dir=runs_dir, resume=resume)  # type: ignore[arg-type]
+    from training.launch import TrainingStopped
+
+    try:
+        run_train(cfg, runs_dir=runs_dir, resume=resume)  # type: ignore[arg-type]
+    except TrainingStopped as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -30,6 +30,23 @@ console = Console()
 ROLES = ("proposer", "solver")
 
 
+class TrainingStopped(RuntimeError):
+    """A run stopped because one of its parts failed; what is committed stays, ``--resume`` continues."""
+
+    def __init__(self, run_dir: Path, cause: str) -> None:
+        super().__init__(f"{cause}\n\nthe run stopped; committed steps are kept. Continue it with: "
+                         f"sesa train --resume {run_dir}\n(full traceback: {run_dir / 'logs' / 'train-error.log'})")
+        self.run_dir = run_dir
+
+
+def _log_traceback(run_dir: Path, exc: BaseException) -> None:
+    import traceback
+
+    (run_dir / "logs").mkdir(exist_ok=True)
+    with open(run_dir / "logs" / "train-error.log", "a") as f:
+        f.write(time.strftime("%Y-%m-%d %H:%M:%S ") + "".join(traceback.format_exception(exc)) + "\n")
+
+
 class TrainerProcesses:
     def __init__(self, run_dir: Path, launcher: list[str] | None = None, gpus: dict[str, str] | None = None) -> None:
         self.run_dir = run_dir
@@ -228,9 +245,11 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
     # trainers running; treat it like Ctrl-C.
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     orch = None
+    phases: dict[str, float] = {}
     try:
         trainers.start()
         orch = Orchestrator(cfg, run_dir, resume=resume is not None)
+        phases["policies_ready_s"] = round(time.time() - t0, 1)
         console.print(f"policies ready after {time.time() - t0:.0f}s "
                       f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})")
         with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
@@ -240,22 +259,26 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
 
             orch.run(start, trainers.dead, on_step)
         console.print("waiting for the trainers' last optimizer step ...")
+        t_last = time.time()
         trainers.wait(cfg.train.wait_timeout_s)
+        phases["last_update_s"] = round(time.time() - t_last, 1)
         SyncDir(run_dir).clear_weights()
     except BaseException as exc:
+        dead = trainers.dead()  # before stopping them: a trainer this process stops is not the cause
         SyncDir(run_dir).stop(f"{type(exc).__name__}: {exc}")
         trainers.stop()
-        dead = trainers.dead()
-        if dead and not isinstance(exc, KeyboardInterrupt):
-            raise RuntimeError(dead) from exc
-        raise
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        cause = str(exc) if dead is None or dead in str(exc) else dead
+        _log_traceback(run_dir, exc)
+        raise TrainingStopped(run_dir, cause) from exc
     finally:
         if orch is not None:
             orch.close()
         trainers.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    summary = write_summary(run_dir, cfg, rows, time.time() - t0)
+    summary = write_summary(run_dir, cfg, rows, time.time() - t0, phase_split(rows[-(cfg.train.steps - start):], phases))
     console.print_json(json.dumps(summary))
     return run_dir
 
@@ -268,10 +291,24 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
-def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+def phase_split(rows: list[dict[str, Any]], phases: dict[str, float]) -> dict[str, float]:
+    """Where this invocation's wall time went. The wait before its first step is start-up (trainers load and
+    publish); later waits are the trainers' GRPO updates, as is the wait for the last one."""
+    waits = [m.get("wait_trainers_s", 0.0) for m in rows]
+    return {
+        "startup_s": round(phases.get("policies_ready_s", 0.0) + (waits[0] if waits else 0.0), 1),
+        "rollouts_s": round(sum(m.get("seconds", 0.0) for m in rows), 1),
+        "grpo_updates_s": round(sum(waits[1:]) + phases.get("last_update_s", 0.0), 1),
+        "weight_sync_s": round(sum(sum((m.get("weight_sync_s") or {}).values()) for m in rows), 2),
+    }
+
+
+def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], seconds: float,
+                  phases: dict[str, float] | None = None) -> dict[str, Any]:
     rates = [p for m in rows for p in (m.get("solver_success_rates") or [])]
     summary = {
-        "run": str(run_dir), "steps": len(rows), "wall_s": round(seconds, 1),
+        "run": str(run_dir), "steps": len(rows), "wall_s": round(seconds, 1), "phases": phases or {},
+        "engines": {"solver": cfg.solver_policy.backend, "proposer": cfg.proposer_policy.backend},
         "peak_rss_mib_orchestrator": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "peak_rss_mib_children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
         "valid_rate": _avg([m["valid_rate"] for m in rows]),

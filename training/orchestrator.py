@@ -55,7 +55,15 @@ class Orchestrator:
             owner=str(self.run_dir.resolve()))
         servers = {role: p.server.proc.pid for role, p in (("solver", self.solver_policy),
                    ("proposer", self.proposer_policy)) if getattr(p, "server", None) is not None}
-        (self.sync.root / "server_pids.json").write_text(json.dumps(servers))        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
+        (self.sync.root / "server_pids.json").write_text(json.dumps(servers))
+        try:
+            self._build(cfg, resume)
+        except BaseException:
+            self.close()  # the servers must not outlive a failed start
+            raise
+
+    def _build(self, cfg: RunConfig, resume: bool) -> None:
+        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
         self.memory = opener(bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None)

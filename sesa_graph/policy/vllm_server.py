@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "sesa_graph.policy.vllm_worker.WeightReloadExtension"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_RUNNING: set["VLLMServer"] = set()
+_RUNNING: set[VLLMServer] = set()
 
 
 class ServerStartError(RuntimeError):
@@ -139,7 +139,7 @@ class VLLMServer:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
 
-    def start(self, wait: bool = True) -> "VLLMServer":
+    def start(self, wait: bool = True) -> VLLMServer:
         s = self.spec
         if port_taken(s.host, self.port):
             raise ServerStartError(f"port {self.port} on {s.host} is in use; pick another with --port "
@@ -212,10 +212,10 @@ class VLLMServer:
         except ProcessLookupError:
             pass
 
-    def __enter__(self) -> "VLLMServer":
+    def __enter__(self) -> VLLMServer:
         return self if self.proc is not None else self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ---- weights ------------------------------------------------------------------------------------
@@ -286,7 +286,7 @@ def check_weights_dir(weights_dir: Path) -> dict[str, float]:
     for f in files:
         try:
             with safe_open(str(f), framework="pt") as st:
-                for name in st.keys():
+                for name in st.keys():  # noqa: SIM118 - safe_open is not a dict
                     if name.endswith("embed_tokens.weight"):
                         out["embed"] = float(st.get_tensor(name).double().sum())
         except Exception as exc:  # a torn file: safetensors raises its own error types

@@ -13,8 +13,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TINY = {
     "name": "e2e",
-    "solver_policy": {"model": "embedded"},
-    "proposer_policy": {"model": "embedded"},
+    # the production topology: a vLLM server per policy, reloaded in place after every step
+    "solver_policy": {"model": "embedded", "backend": "vllm", "cpu_bind": "0-1"},
+    "proposer_policy": {"model": "embedded", "backend": "vllm", "cpu_bind": "0"},
     "solver": {"max_turns": 2, "max_tokens_per_turn": 24, "max_total_tokens": 192, "group_size": 2, "doc_chars": 100},
     "proposer": {"max_turns": 2, "max_tokens_per_turn": 24, "rag_check": False},
     "judge": {"kind": "none"},
@@ -25,19 +26,22 @@ TINY = {
 }
 
 
-def test_killed_run_resumes_to_a_consistent_end(tmp_path):
+def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
     import resume_trials
 
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))
     with open(tmp_path / "log.txt", "w") as log:
-        res = resume_trials.trial(tmp_path / "runs", cfg, "e2e", steps=2, max_delay_s=5, seed=0, log=log)
-    assert res["problems"] == [], (res, (tmp_path / "log.txt").read_text()[-3000:])
+        res = resume_trials.trial(tmp_path / "runs", cfg, "e2e", steps=3, max_delay_s=5, seed=0, log=log,
+                                  victims=("server", "orchestrator"))
+    log_text = (tmp_path / "log.txt").read_text()
+    assert res["problems"] == [], (res, log_text[-3000:])
+    assert "vLLM server for embedded" in log_text and "exited with code" in log_text  # the crash was named
     run = tmp_path / "runs" / "e2e"
     from training.store import TrajectoryStore
 
     solver = TrajectoryStore(run).read_all("solver")
-    assert len(solver[solver["selected"]]) == 2 * 2  # questions x group per step, each step once
+    assert len(solver[solver["selected"]]) == 3 * 2  # questions x group per step, each step once
     metrics = {m["step"]: m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in m}
     for step, m in metrics.items():  # a step short of groups with reward variance ran one more group
         assert solver[solver["step"] == step]["group_id"].nunique() == m["valid_proposals"] + m["reused_groups"], m
@@ -45,6 +49,8 @@ def test_killed_run_resumes_to_a_consistent_end(tmp_path):
     assert any(m.get("resampled_groups") for m in metrics.values())  # the untrained 135M rarely splits a group
     assert (run / "summary.json").exists()
     assert not (run / "sync" / "weights").exists()  # a finished run keeps only policies/ and checkpoints/
+    for step, m in metrics.items():  # each step after the first ran on the weights its trainers published
+        assert m["policy_versions"] == {"proposer": step, "solver": step}, m
 
 
 def test_sigterm_stops_the_trainers_too(tmp_path):
@@ -53,16 +59,21 @@ def test_sigterm_stops_the_trainers_too(tmp_path):
 
     import resume_trials
 
+    from sesa_graph.policy.vllm_server import owned_processes
+
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))
     run_dir = tmp_path / "runs" / "term"
     with open(tmp_path / "log.txt", "w") as log:
         p = resume_trials._train(["-c", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--name", "term"], stdout=log)
         deadline = time.time() + 300
-        while len(resume_trials.trainers_alive(run_dir)) < 2 and time.time() < deadline and p.poll() is None:
+        while (len(resume_trials.trainers_alive(run_dir)) < 2 or len(owned_processes(str(run_dir.resolve()))) < 2) \
+                and time.time() < deadline and p.poll() is None:
             time.sleep(0.5)
         assert resume_trials.trainers_alive(run_dir), (tmp_path / "log.txt").read_text()[-2000:]
+        time.sleep(5)  # the servers are loading their models
         p.send_signal(signal.SIGTERM)  # the orchestrator only, as `kill PID` would
         assert p.wait(timeout=120) != 0
     time.sleep(1)
     assert resume_trials.trainers_alive(run_dir) == [], (tmp_path / "log.txt").read_text()[-2000:]
+    assert owned_processes(str(run_dir.resolve())) == [], (tmp_path / "log.txt").read_text()[-2000:]
