@@ -18,8 +18,14 @@ import time
 from sesa_graph.policy import GenerationRequest, SamplingParams
 
 QUESTIONS = [
-    "Describe the Eiffel Tower.", "Who was Marie Curie?", "Explain photosynthesis.", "What is a black hole?",
-    "Tell me about the Nile.", "Who painted the Mona Lisa?", "What is jazz?", "Describe the Roman Empire.",
+    "Describe the Eiffel Tower.",
+    "Who was Marie Curie?",
+    "Explain photosynthesis.",
+    "What is a black hole?",
+    "Tell me about the Nile.",
+    "Who painted the Mona Lisa?",
+    "What is jazz?",
+    "Describe the Roman Empire.",
 ]
 
 
@@ -30,7 +36,9 @@ async def run(policy, n: int, tokens: int, rounds: int) -> tuple[float, int]:
         reqs = [
             GenerationRequest(
                 messages=[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
-                sampling=SamplingParams(max_tokens=tokens, temperature=1.0),  # no seed: the local policy batches only unseeded requests
+                sampling=SamplingParams(
+                    max_tokens=tokens, temperature=1.0
+                ),  # no seed: the local policy batches only unseeded requests
             )
             for i in range(n)
         ]
@@ -45,7 +53,9 @@ def measure(policy, levels: list[int], tokens: int, rounds: int) -> dict[int, fl
     for n in levels:
         secs, toks = asyncio.run(run(policy, n, tokens, rounds))
         out[n] = toks / secs
-        print(f"  concurrency {n:>3}: {toks:>6} tokens in {secs:>7.2f} s = {out[n]:>7.1f} tokens/s", flush=True)
+        print(
+            f"  concurrency {n:>3}: {toks:>6} tokens in {secs:>7.2f} s = {out[n]:>7.1f} tokens/s", flush=True
+        )
     return out
 
 
@@ -58,7 +68,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cpu-bind", default="0-1", help="vLLM: cores for its OpenMP threads")
     ap.add_argument("--kv-cache-gib", type=int, default=1)
-    ap.add_argument("--server-arg", action="append", default=[], help="vLLM: extra server argument (repeatable)")
+    ap.add_argument(
+        "--server-arg", action="append", default=[], help="vLLM: extra server argument (repeatable)"
+    )
     ap.add_argument("--compile", action="store_true", help="vLLM: torch.compile instead of eager mode")
     ap.add_argument("--threads", type=int, default=None, help="local: torch threads (default: one per core)")
     args = ap.parse_args()
@@ -76,16 +88,26 @@ def main() -> None:
     if args.engine in ("both", "vllm"):
         print(f"vllm (server bound to cores {args.cpu_bind}, through OpenAIPolicy):")
         t0 = time.perf_counter()
-        policy = make_policy(PolicyConfig(model=args.model, backend="vllm", cpu_bind=args.cpu_bind,
-                                          kv_cache_gib=args.kv_cache_gib, enforce_eager=not args.compile,
-                                          server_args=args.server_arg))
+        policy = make_policy(
+            PolicyConfig(
+                model=args.model,
+                backend="vllm",
+                cpu_bind=args.cpu_bind,
+                kv_cache_gib=args.kv_cache_gib,
+                enforce_eager=not args.compile,
+                server_args=args.server_arg,
+            )
+        )
         print(f"  server healthy after {time.perf_counter() - t0:.1f} s")
         try:
             results["vllm"] = measure(policy, levels, args.tokens, args.rounds)
         finally:
             policy.close()
-    print(f"\n{'concurrency':>11} " + " ".join(f"{e + ' tok/s':>12}" for e in results) +
-          ("   vllm/local" if len(results) == 2 else ""))
+    print(
+        f"\n{'concurrency':>11} "
+        + " ".join(f"{e + ' tok/s':>12}" for e in results)
+        + ("   vllm/local" if len(results) == 2 else "")
+    )
     for n in levels:
         row = " ".join(f"{results[e][n]:>12.1f}" for e in results)
         ratio = f"   {results['vllm'][n] / results['local'][n]:>9.2f}x" if len(results) == 2 else ""

@@ -35,17 +35,79 @@ from tools.encoder import Encoder
 
 QUESTIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks" / "hotpotqa.jsonl"
 
-_DOMAINS = ["film", "music", "sports", "politics", "geography", "chemistry", "literature", "aviation", "military",
-            "architecture", "religion", "television", "painting", "economics", "biology", "astronomy", "law",
-            "education", "railways", "fashion", "video games", "theatre", "medicine", "mythology", "linguistics"]
-_RELATIONS = ["founders", "birthplaces", "release years", "successors", "owners", "capitals", "award winners",
-              "headquarters", "spouses", "members", "populations", "first appearances", "origins", "rankings",
-              "translations", "locations", "predecessors", "adaptations", "nicknames", "durations", "sponsors",
-              "casts", "authors", "heights", "budgets", "graduates", "coaches", "languages", "borders", "editions",
-              "sequels", "patrons"]
-_ACTIONS = ["compare the two dates", "check the disambiguation page", "read the infobox",
-            "search the list article", "confirm the years of activity", "look for the original title",
-            "verify the spelling", "follow the link to the parent entity", "count the entries", "check the timeline"]
+_DOMAINS = [
+    "film",
+    "music",
+    "sports",
+    "politics",
+    "geography",
+    "chemistry",
+    "literature",
+    "aviation",
+    "military",
+    "architecture",
+    "religion",
+    "television",
+    "painting",
+    "economics",
+    "biology",
+    "astronomy",
+    "law",
+    "education",
+    "railways",
+    "fashion",
+    "video games",
+    "theatre",
+    "medicine",
+    "mythology",
+    "linguistics",
+]
+_RELATIONS = [
+    "founders",
+    "birthplaces",
+    "release years",
+    "successors",
+    "owners",
+    "capitals",
+    "award winners",
+    "headquarters",
+    "spouses",
+    "members",
+    "populations",
+    "first appearances",
+    "origins",
+    "rankings",
+    "translations",
+    "locations",
+    "predecessors",
+    "adaptations",
+    "nicknames",
+    "durations",
+    "sponsors",
+    "casts",
+    "authors",
+    "heights",
+    "budgets",
+    "graduates",
+    "coaches",
+    "languages",
+    "borders",
+    "editions",
+    "sequels",
+    "patrons",
+]
+_ACTIONS = [
+    "compare the two dates",
+    "check the disambiguation page",
+    "read the infobox",
+    "search the list article",
+    "confirm the years of activity",
+    "look for the original title",
+    "verify the spelling",
+    "follow the link to the parent entity",
+    "count the entries",
+    "check the timeline",
+]
 
 
 def synthetic_skills(n: int, seed: int = 0) -> list[Skill]:
@@ -55,11 +117,17 @@ def synthetic_skills(n: int, seed: int = 0) -> list[Skill]:
     out = []
     for i, (d, r) in enumerate(combos[:n]):
         a, b = rng.sample(_ACTIONS, 2)
-        out.append(Skill(
-            id=f"m-synth-{i:04d}", category="other", source="mined",
-            description=f"For {d} questions about {r}, {a}, then {b} before answering.",
-            trigger=f"Questions on {r} in {d}.", avoid=f"Confusing {r} of related {d} entities.",
-            queries=[f"[{d} entity] {r}"]))
+        out.append(
+            Skill(
+                id=f"m-synth-{i:04d}",
+                category="other",
+                source="mined",
+                description=f"For {d} questions about {r}, {a}, then {b} before answering.",
+                trigger=f"Questions on {r} in {d}.",
+                avoid=f"Confusing {r} of related {d} entities.",
+                queries=[f"[{d} entity] {r}"],
+            )
+        )
     return out
 
 
@@ -81,23 +149,40 @@ def dir_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def consolidation_seconds(client, bank: SkillBank, n: int = 30, questions: list[str] | None = None) -> tuple[float, dict]:
+def consolidation_seconds(
+    client, bank: SkillBank, n: int = 30, questions: list[str] | None = None
+) -> tuple[float, dict]:
     """Wall time of one consolidation pass of ``n`` failures with ``client`` as the distiller (nothing is
     committed); returns (seconds, report)."""
     qs = (questions or [f"Which treaty ended war number {i}?" for i in range(n)])[:n]
     queue = FailureQueue(None, cap=n)
-    queue.add([{"question": q, "answer": "unknown", "golds": ["?"], "searches": [q[:40]], "status": "answered",
-                "retrieved_skill_ids": [s.id for s in hits]} for q, hits in zip(qs, bank.retrieve(qs))])
+    queue.add(
+        [
+            {
+                "question": q,
+                "answer": "unknown",
+                "golds": ["?"],
+                "searches": [q[:40]],
+                "status": "answered",
+                "retrieved_skill_ids": [s.id for s in hits],
+            }
+            for q, hits in zip(qs, bank.retrieve(qs))
+        ]
+    )
     skills, matrix, tombs = bank.embedding_snapshot(0)
     t = time.perf_counter()
-    res = asyncio.run(distill_pass(queue.pick(n), skills, matrix, tombs, client, bank.encoder, bank.config, step=0))
+    res = asyncio.run(
+        distill_pass(queue.pick(n), skills, matrix, tombs, client, bank.encoder, bank.config, step=0)
+    )
     return time.perf_counter() - t, res.report()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20, help="repetitions per timing")
-    ap.add_argument("--distiller", default=None, help="also time a 30-failure consolidation with this distiller")
+    ap.add_argument(
+        "--distiller", default=None, help="also time a 30-failure consolidation with this distiller"
+    )
     args = ap.parse_args()
 
     questions = [json.loads(x)["question"] for x in QUESTIONS.read_text().splitlines()[:64]]
@@ -109,36 +194,51 @@ def main() -> None:
         t = time.perf_counter()
         bank = SkillBank.create(tmp / "bank", MemoryConfig(priming_files=[tmp / "synthetic.yaml"]), encoder)
         build = time.perf_counter() - t
-        print(f"bank: {len(bank)} skills (15 seeds + {len(bank) - 15} synthetic priming; "
-              f"{bank.state['priming'][0]['skipped_duplicates']} near-duplicates skipped), built in {build:.1f} s "
-              f"(embedding included)")
+        print(
+            f"bank: {len(bank)} skills (15 seeds + {len(bank) - 15} synthetic priming; "
+            f"{bank.state['priming'][0]['skipped_duplicates']} near-duplicates skipped), built in {build:.1f} s "
+            f"(embedding included)"
+        )
 
         emb = encoder.encode_queries(questions)
         hits = bank.retrieve(questions)
         assert len(hits) == 64 and all(len(h) == 3 for h in hits)
-        print(f"retrieve top-3, batch of 64 questions, with query embedding:    "
-              f"{p50_p95(timed(lambda: bank.retrieve(questions), args.reps))}")
-        print(f"retrieve top-3, batch of 64 questions, embeddings precomputed:  "
-              f"{p50_p95(timed(lambda: bank.query(emb), args.reps))}")
+        print(
+            f"retrieve top-3, batch of 64 questions, with query embedding:    "
+            f"{p50_p95(timed(lambda: bank.retrieve(questions), args.reps))}"
+        )
+        print(
+            f"retrieve top-3, batch of 64 questions, embeddings precomputed:  "
+            f"{p50_p95(timed(lambda: bank.query(emb), args.reps))}"
+        )
 
         rng = random.Random(0)
-        outcomes = [([s.id for s in h], rng.random() < 0.3, rng.choice(["answered"] * 8 + ["max_turns", "malformed"]))
-                    for h in hits for _ in range(5)]
+        outcomes = [
+            ([s.id for s in h], rng.random() < 0.3, rng.choice(["answered"] * 8 + ["max_turns", "malformed"]))
+            for h in hits
+            for _ in range(5)
+        ]
         counts = bank.apply_outcomes(outcomes)
-        print(f"apply_outcomes, 320 rollouts ({counts['skills_updated']} skills updated, one batch, skills.jsonl "
-              f"rewritten): {p50_p95(timed(lambda: bank.apply_outcomes(outcomes), args.reps))}")
+        print(
+            f"apply_outcomes, 320 rollouts ({counts['skills_updated']} skills updated, one batch, skills.jsonl "
+            f"rewritten): {p50_p95(timed(lambda: bank.apply_outcomes(outcomes), args.reps))}"
+        )
         bank.close()
         path = tmp / "bank"
-        print(f"bank on disk: {dir_size(path) / 2**20:.1f} MiB total (chroma/ {dir_size(path / 'chroma') / 2**20:.1f} "
-              f"MiB, skills.jsonl {(path / 'skills.jsonl').stat().st_size / 2**10:.0f} KiB)")
+        print(
+            f"bank on disk: {dir_size(path) / 2**20:.1f} MiB total (chroma/ {dir_size(path / 'chroma') / 2**20:.1f} "
+            f"MiB, skills.jsonl {(path / 'skills.jsonl').stat().st_size / 2**10:.0f} KiB)"
+        )
 
         if args.distiller:
             from sesa_graph.memory.cli import load_distiller
 
             bank = SkillBank.open(path, MemoryConfig(), encoder)
             seconds, report = consolidation_seconds(load_distiller(args.distiller), bank, 30, questions[:30])
-            print(f"consolidation of 30 failures with {args.distiller}: {seconds:.1f} s wall; admitted "
-                  f"{report['admitted']}, rejected {report['rejected']}, distiller errors {report['distiller_errors']}")
+            print(
+                f"consolidation of 30 failures with {args.distiller}: {seconds:.1f} s wall; admitted "
+                f"{report['admitted']}, rejected {report['rejected']}, distiller errors {report['distiller_errors']}"
+            )
             bank.close()
         else:
             print("consolidation timing: pass --distiller local (or openai:MODEL@URL) to measure it")

@@ -28,8 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _train(args: list[str], **kw) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    return subprocess.Popen([sys.executable, "-m", "sesa_graph.cli", "train", *args], cwd=ROOT, env=env,
-                            start_new_session=True, stdout=kw.get("stdout"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sesa_graph.cli", "train", *args],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=kw.get("stdout"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def trainers_alive(run_dir: Path) -> list[int]:
@@ -78,7 +84,9 @@ def check(run_dir: Path, steps: int) -> dict:
     questions = [e["question"] for e in entries]
     if len(set(questions)) != len(questions):
         problems.append("a question is twice in the reuse pool")
-    late = [e for e in entries if e.get("step", -1) >= steps or any(int(k) >= steps for k in e.get("rates", {}))]
+    late = [
+        e for e in entries if e.get("step", -1) >= steps or any(int(k) >= steps for k in e.get("rates", {}))
+    ]
     if late:
         problems.append(f"{len(late)} reuse pool entries from steps that never ran")
     return {"committed": committed, "problems": problems}
@@ -101,14 +109,25 @@ def _kill(victim: str, p: subprocess.Popen, run_dir: Path, rng: random.Random) -
     return f"{role} {victim} (train exited {rc})"
 
 
-def trial(runs_dir: Path, config: Path, name: str, steps: int, max_delay_s: float, seed: int, log,
-          victims: tuple[str, ...] = ("orchestrator",)) -> dict:
+def trial(
+    runs_dir: Path,
+    config: Path,
+    name: str,
+    steps: int,
+    max_delay_s: float,
+    seed: int,
+    log,
+    victims: tuple[str, ...] = ("orchestrator",),
+) -> dict:
     run_dir = runs_dir / name
     rng = random.Random(seed)
     kills = []
     for i, victim in enumerate(victims):
-        args = (["-c", str(config), "--runs-dir", str(runs_dir), "--name", name, "--steps", str(steps)] if i == 0
-                else ["--resume", str(run_dir)])
+        args = (
+            ["-c", str(config), "--runs-dir", str(runs_dir), "--name", name, "--steps", str(steps)]
+            if i == 0
+            else ["--resume", str(run_dir)]
+        )
         p = _train(args, stdout=log)
         t0 = time.time()
         while not (run_dir / "sync" / f"committed-{i}.json").exists():
@@ -120,7 +139,9 @@ def trial(runs_dir: Path, config: Path, name: str, steps: int, max_delay_s: floa
         delay = rng.uniform(0, max_delay_s)
         time.sleep(delay)
         committed = sorted(int(f.stem.split("-")[1]) for f in (run_dir / "sync").glob("committed-*.json"))
-        kills.append({"victim": _kill(victim, p, run_dir, rng), "delay_s": round(delay, 1), "committed": committed})
+        kills.append(
+            {"victim": _kill(victim, p, run_dir, rng), "delay_s": round(delay, 1), "committed": committed}
+        )
     r = _train(["--resume", str(run_dir)], stdout=log)
     rc = r.wait(timeout=3600)
     if rc != 0:
@@ -136,8 +157,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "resume-trials")
     ap.add_argument("--max-delay", type=float, default=60.0)
-    ap.add_argument("--victims", default="orchestrator", help="comma-separated, killed in this order, one per "
-                    "committed step: orchestrator | server | trainer")
+    ap.add_argument(
+        "--victims",
+        default="orchestrator",
+        help="comma-separated, killed in this order, one per committed step: orchestrator | server | trainer",
+    )
     args = ap.parse_args()
     victims = tuple(v.strip() for v in args.victims.split(","))
     if bad := [v for v in victims if v not in ("orchestrator", "server", "trainer")]:
@@ -145,8 +169,16 @@ def main() -> None:
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     with open(args.runs_dir / "trials.log", "a") as log:
         for i in range(args.trials):
-            res = trial(args.runs_dir, args.config, f"trial-{int(time.time())}-{i}", args.steps, args.max_delay, i, log,
-                        victims)
+            res = trial(
+                args.runs_dir,
+                args.config,
+                f"trial-{int(time.time())}-{i}",
+                args.steps,
+                args.max_delay,
+                i,
+                log,
+                victims,
+            )
             print(json.dumps(res))
 
 

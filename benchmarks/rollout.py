@@ -47,7 +47,7 @@ def questions(n: int) -> list[str]:
     for name in ("hotpotqa", "bamboogle", "nq"):
         path = DATA / f"{name}.jsonl"
         if path.exists():
-            rows += [json.loads(x)["question"] for x in path.read_text().splitlines()[: n]]
+            rows += [json.loads(x)["question"] for x in path.read_text().splitlines()[:n]]
     return rows[:n] or [f"What is the capital of country number {i}?" for i in range(n)]
 
 
@@ -90,7 +90,9 @@ def main() -> None:
     args = ap.parse_args()
     policy = LocalPolicy(args.model, max_batch_size=32)
     search = make_backend(SearchConfig())
-    spec = solver_spec(SolverConfig(max_turns=args.max_turns, max_tokens_per_turn=64, max_total_tokens=512), greedy=True)
+    spec = solver_spec(
+        SolverConfig(max_turns=args.max_turns, max_tokens_per_turn=64, max_total_tokens=512), greedy=True
+    )
     qs = questions(args.n)
     asyncio.run(through_graph(qs[:2], RolloutContext(policy, search, spec), 2))  # warm-up
 
@@ -98,16 +100,26 @@ def main() -> None:
 
     async def run_all():
         return await asyncio.gather(*(solve(q, RolloutContext(rec, search, spec)) for rec, q in rec_states))
+
     graph_s, outs, graph_calls = timed(policy, run_all)
     per_rollout = [rec.log for rec, _ in rec_states]
     direct_s, _, direct_calls = timed(policy, lambda: replay(policy, per_rollout))
     gens = sum(len(r) for r in per_rollout)
-    print(f"{len(qs)} rollouts, {gens} generations, statuses: "
-          f"{ {s: sum(o['status'] == s for o in outs) for s in {o['status'] for o in outs}} }")
-    print(f"through the graph: {graph_s:.1f} s   straight to the policy: {direct_s:.1f} s   "
-          f"overhead: {100 * (graph_s / direct_s - 1):+.1f}% (target <= 10%)")
-    for what, (calls, reqs, gen_s) in (("graph", graph_calls), ("direct", direct_calls)):  # batching may differ
-        print(f"  {what}: {calls} generate calls, {reqs / max(calls, 1):.1f} requests each, {gen_s:.1f} s inside generate")
+    print(
+        f"{len(qs)} rollouts, {gens} generations, statuses: "
+        f"{ {s: sum(o['status'] == s for o in outs) for s in {o['status'] for o in outs}} }"
+    )
+    print(
+        f"through the graph: {graph_s:.1f} s   straight to the policy: {direct_s:.1f} s   "
+        f"overhead: {100 * (graph_s / direct_s - 1):+.1f}% (target <= 10%)"
+    )
+    for what, (calls, reqs, gen_s) in (
+        ("graph", graph_calls),
+        ("direct", direct_calls),
+    ):  # batching may differ
+        print(
+            f"  {what}: {calls} generate calls, {reqs / max(calls, 1):.1f} requests each, {gen_s:.1f} s inside generate"
+        )
     ctx = RolloutContext(policy, search, spec)
     for c in (1, 8):
         seconds, _, _ = timed(policy, lambda c=c: through_graph(qs[:8], ctx, c))

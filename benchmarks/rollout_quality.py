@@ -62,8 +62,11 @@ async def run_all(questions: list[str], ctx, concurrency: int) -> list[dict]:
         async with sem:
             state = dict(await solve(q, ctx))
         done += 1
-        print(f"  [{done}/{len(questions)}] {state.get('status')}, {state.get('n_turns')} turns, "
-              f"{len(state.get('searches') or [])} searches: {str(state.get('final'))[:60]!r}", flush=True)
+        print(
+            f"  [{done}/{len(questions)}] {state.get('status')}, {state.get('n_turns')} turns, "
+            f"{len(state.get('searches') or [])} searches: {str(state.get('final'))[:60]!r}",
+            flush=True,
+        )
         return state
 
     return await asyncio.gather(*(one(q) for q in questions))
@@ -78,8 +81,14 @@ def summarize(rows: list[tuple[dict, dict]], verdicts: list) -> dict:
     searches = [len(s.get("searches") or []) for _, s in rows]
     all_turns = [t for _, s in rows for t in s.get("turns") or []]
     invalid = sum(1 for t in all_turns if t.get("kind") == "invalid")
-    em = [exact_match(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"]) for q, s in rows]
-    f1 = [f1_score(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"]) for q, s in rows]
+    em = [
+        exact_match(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"])
+        for q, s in rows
+    ]
+    f1 = [
+        f1_score(s.get("final") if s.get("status") == "answered" else None, q["golden_answers"])
+        for q, s in rows
+    ]
     return {
         "n": n,
         **{f"{k}_share": status.get(k, 0) / n for k in STATUSES},
@@ -113,8 +122,10 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
     states = await asyncio.gather(*(propose(tg.answer, tg.hops, ctx) for tg in targets))
     reasons = Counter(s.get("invalid_reason") or "valid" for s in states)
     for tg, s in zip(targets, states):
-        print(f"  proposer [{tg.answer} / {tg.hops} hops] {s.get('status')}, "
-              f"{len(s.get('searches') or [])} searches -> {s.get('invalid_reason') or 'valid'}: {s.get('final')!r}")
+        print(
+            f"  proposer [{tg.answer} / {tg.hops} hops] {s.get('status')}, "
+            f"{len(s.get('searches') or [])} searches -> {s.get('invalid_reason') or 'valid'}: {s.get('final')!r}"
+        )
     return {
         "n": n,
         "question_share": sum(s.get("status") == "answered" for s in states) / n,
@@ -126,11 +137,20 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
 
 
 def print_table(results: dict[str, dict], model: str, setting: str) -> None:
-    cols = [("n", "n", "{:d}"), ("answered_share", "answered", "{:.0%}"), ("forced_share", "on last turn", "{:.0%}"),
-            ("malformed_share", "malformed", "{:.0%}"),
-            ("max_turns_share", "max_turns", "{:.0%}"), ("invalid_turn_share", "invalid turns", "{:.0%}"),
-            ("mean_turns", "turns", "{:.2f}"), ("mean_searches", "searches", "{:.2f}"), ("em", "EM", "{:.3f}"),
-            ("f1", "F1", "{:.3f}"), ("judge", "judge", "{:.3f}"), ("seconds", "wall s", "{:.0f}")]
+    cols = [
+        ("n", "n", "{:d}"),
+        ("answered_share", "answered", "{:.0%}"),
+        ("forced_share", "on last turn", "{:.0%}"),
+        ("malformed_share", "malformed", "{:.0%}"),
+        ("max_turns_share", "max_turns", "{:.0%}"),
+        ("invalid_turn_share", "invalid turns", "{:.0%}"),
+        ("mean_turns", "turns", "{:.2f}"),
+        ("mean_searches", "searches", "{:.2f}"),
+        ("em", "EM", "{:.3f}"),
+        ("f1", "F1", "{:.3f}"),
+        ("judge", "judge", "{:.3f}"),
+        ("seconds", "wall s", "{:.0f}"),
+    ]
     header = f"{'dataset':<12}" + "".join(f"{title:>14}" for _, title, _ in cols)
     print(f"\nsolver rollout quality -- model {model}, BM25, greedy, {setting}")
     print(header)
@@ -144,16 +164,30 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20, help="questions per dataset (the first n of each file)")
     ap.add_argument("--datasets", default="hotpotqa,bamboogle", help="comma-separated names or .jsonl paths")
     ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
-    ap.add_argument("--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory")
-    ap.add_argument("--config", default=None, help="a run config YAML whose solver section to use (default: "
-                    "SolverConfig's defaults, the paper's evaluation settings)")
+    ap.add_argument(
+        "--model", default="embedded-warm", help="'embedded-warm', 'embedded', HF id or directory"
+    )
+    ap.add_argument(
+        "--config",
+        default=None,
+        help="a run config YAML whose solver section to use (default: "
+        "SolverConfig's defaults, the paper's evaluation settings)",
+    )
     ap.add_argument("--max-turns", type=int, default=None, help="override the solver's max_turns")
-    ap.add_argument("--judge", choices=("policy", "none"), default="policy",
-                    help="'policy': exact match, else the solver model judges Correct/Wrong; 'none': exact match")
+    ap.add_argument(
+        "--judge",
+        choices=("policy", "none"),
+        default="policy",
+        help="'policy': exact match, else the solver model judges Correct/Wrong; 'none': exact match",
+    )
     ap.add_argument("--concurrency", type=int, default=16, help="rollouts in flight (micro-batched)")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)")
+    ap.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (0: the cores not already busy)"
+    )
     ap.add_argument("--show", type=int, default=0, help="print the first SHOW rollouts in full")
-    ap.add_argument("--proposer", type=int, default=0, help="also run N proposer rollouts on embedded targets")
+    ap.add_argument(
+        "--proposer", type=int, default=0, help="also run N proposer rollouts on embedded targets"
+    )
     ap.add_argument("--json", default=None, help="also write the results (and every rollout) to this file")
     args = ap.parse_args()
 
@@ -162,14 +196,12 @@ def main() -> None:
     from training.warmup import auto_threads
 
     torch.set_num_threads(args.threads or auto_threads())
-    from sesa_graph.config import SolverConfig
+    from sesa_graph.config import SolverConfig, load_config
     from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from sesa_graph.nodes.judge import Judge, JudgeItem
     from sesa_graph.policy.local import LocalPolicy
     from tools.backends import make_backend
     from tools.config import SearchConfig
-
-    from sesa_graph.config import load_config
-    from sesa_graph.nodes.judge import Judge, JudgeItem
 
     solver_cfg = load_config(args.config).solver if args.config else SolverConfig()
     if args.max_turns:
@@ -177,11 +209,13 @@ def main() -> None:
     setting = (f"solver settings of {args.config}" if args.config else "SolverConfig defaults") + (
         f" ({solver_cfg.max_turns} turns, {solver_cfg.max_tokens_per_turn} tokens a turn, "
         f"docs of {solver_cfg.doc_chars} chars, last-turn <answer> forced: {solver_cfg.force_final_answer}), "
-        f"judge {args.judge}")
+        f"judge {args.judge}"
+    )
     policy = LocalPolicy(args.model, max_batch_size=args.concurrency, kv_cache_mb=2048)
     judge = Judge(policy if args.judge == "policy" else None)
-    ctx = RolloutContext(policy=policy, search=make_backend(SearchConfig()),
-                         spec=solver_spec(solver_cfg, greedy=True), seed=0)
+    ctx = RolloutContext(
+        policy=policy, search=make_backend(SearchConfig()), spec=solver_spec(solver_cfg, greedy=True), seed=0
+    )
     all_verdicts: list = []
     results: dict[str, dict] = {}
     everything: list[tuple[dict, dict]] = []
@@ -192,36 +226,64 @@ def main() -> None:
         t = time.perf_counter()
         states = asyncio.run(run_all([q["question"] for q in qs], ctx, args.concurrency))
         pairs = list(zip(qs, states))
-        verdicts = asyncio.run(judge.judge_many([
-            JudgeItem(q["question"], s.get("final") if s.get("status") == "answered" else None, q["golden_answers"])
-            for q, s in pairs]))
+        verdicts = asyncio.run(
+            judge.judge_many(
+                [
+                    JudgeItem(
+                        q["question"],
+                        s.get("final") if s.get("status") == "answered" else None,
+                        q["golden_answers"],
+                    )
+                    for q, s in pairs
+                ]
+            )
+        )
         results[Path(name).stem] = {**summarize(pairs, verdicts), "seconds": time.perf_counter() - t}
         everything += pairs
         all_verdicts += verdicts
         for (q, s), v in zip(pairs, verdicts):
-            dump.append({"dataset": name, "question": q["question"], "golds": q["golden_answers"],
-                         "status": s.get("status"), "final": s.get("final"), "n_turns": s.get("n_turns"),
-                         "verdict": v.method, "score": v.score,
-                         "searches": [x["query"] for x in s.get("searches") or []],
-                         "text": policy.tokenizer.decode(s.get("completion_ids") or [])})
+            dump.append(
+                {
+                    "dataset": name,
+                    "question": q["question"],
+                    "golds": q["golden_answers"],
+                    "status": s.get("status"),
+                    "final": s.get("final"),
+                    "n_turns": s.get("n_turns"),
+                    "verdict": v.method,
+                    "score": v.score,
+                    "searches": [x["query"] for x in s.get("searches") or []],
+                    "text": policy.tokenizer.decode(s.get("completion_ids") or []),
+                }
+            )
         if args.json:  # after every dataset, so a long run that dies keeps what it measured
-            Path(args.json).write_text(json.dumps({"model": args.model, "setting": setting, "results": results,
-                                                   "rollouts": dump}, indent=1))
+            Path(args.json).write_text(
+                json.dumps(
+                    {"model": args.model, "setting": setting, "results": results, "rollouts": dump}, indent=1
+                )
+            )
     if len(results) > 1:
         results["all"] = {**summarize(everything, all_verdicts), "seconds": time.perf_counter() - t_all}
     for row in dump[: args.show]:
-        print(f"\n=== [{row['dataset']}] {row['question']}  gold={row['golds']}  -> {row['status']}: {row['final']}")
+        print(
+            f"\n=== [{row['dataset']}] {row['question']}  gold={row['golds']}  -> {row['status']}: {row['final']}"
+        )
         print(row["text"])
     print_table(results, args.model, setting)
     if args.proposer:
         p = asyncio.run(run_proposer(args.proposer, policy, ctx.search, seed=0))
         results["proposer"] = p
-        print(f"\nproposer format -- {p['n']} targets: wrote a <question> {p['question_share']:.0%}, "
-              f"valid (static checks) {p['valid_share']:.0%}, mean searches {p['mean_searches']:.2f}, "
-              f"reasons {p['reasons']}, {p['seconds']:.0f}s")
+        print(
+            f"\nproposer format -- {p['n']} targets: wrote a <question> {p['question_share']:.0%}, "
+            f"valid (static checks) {p['valid_share']:.0%}, mean searches {p['mean_searches']:.2f}, "
+            f"reasons {p['reasons']}, {p['seconds']:.0f}s"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "setting": setting, "results": results,
-                                                   "rollouts": dump}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"model": args.model, "setting": setting, "results": results, "rollouts": dump}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

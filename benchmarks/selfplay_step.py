@@ -30,34 +30,63 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=8)
     ap.add_argument("--config", default=None)
     ap.add_argument("--step", type=int, default=0, help="Which step's targets to draw (deterministic).")
-    ap.add_argument("--traces", action="store_true", help="Also print every turn of every proposer and solver rollout.")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="Config override, e.g. --set proposer.max_turns=4 (repeatable).")
+    ap.add_argument(
+        "--traces", action="store_true", help="Also print every turn of every proposer and solver rollout."
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Config override, e.g. --set proposer.max_turns=4 (repeatable).",
+    )
     args = ap.parse_args()
     overrides = dict(kv.split("=", 1) for kv in args.set)
     cfg = load_config(args.config, {"memory.mode": "static", **overrides})
     with tempfile.TemporaryDirectory() as tmp:
         orch = Orchestrator(cfg, tmp)
         targets = sample_targets(orch.pool, args.targets, args.step, cfg.seed)
-        items = [{"item_id": f"{args.step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)]
+        items = [
+            {"item_id": f"{args.step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)
+        ]
         t0 = time.perf_counter()
         out = asyncio.run(run_step(items, orch.ctx, step=args.step, max_concurrency=args.targets))
         secs = time.perf_counter() - t0
         print(f"{len(items)} targets in {secs:.0f} s")
         for p in out.proposer:
-            print(f"- target {p.target!r} (hops {p.hops}): {'VALID' if p.valid else 'invalid: ' + str(p.invalid_reason)}"
-                  f"  reward {p.reward:+.2f}  p={p.success_rate}  question={p.final!r}")
+            print(
+                f"- target {p.target!r} (hops {p.hops}): {'VALID' if p.valid else 'invalid: ' + str(p.invalid_reason)}"
+                f"  reward {p.reward:+.2f}  p={p.success_rate}  question={p.final!r}"
+            )
             if args.traces:
                 _print_turns(p.turns_json)
         for t in out.solver:
-            print(f"    solver {t.group_id} #{t.sample}: {t.status:10s} answer={t.final!r} reward={t.reward} "
-                  f"skills={t.skill_ids}")
+            print(
+                f"    solver {t.group_id} #{t.sample}: {t.status:10s} answer={t.final!r} reward={t.reward} "
+                f"skills={t.skill_ids}"
+            )
             if args.traces:
                 _print_turns(t.turns_json)
         m = out.metrics
-        print(json.dumps({k: m[k] for k in ("valid_proposals", "valid_rate", "invalid_reasons", "solver_success_rates",
-                                            "frontier_groups", "proposer_reward_mean", "solver_reward_mean",
-                                            "solver_status", "failures")}, indent=1))
+        print(
+            json.dumps(
+                {
+                    k: m[k]
+                    for k in (
+                        "valid_proposals",
+                        "valid_rate",
+                        "invalid_reasons",
+                        "solver_success_rates",
+                        "frontier_groups",
+                        "proposer_reward_mean",
+                        "solver_reward_mean",
+                        "solver_status",
+                        "failures",
+                    )
+                },
+                indent=1,
+            )
+        )
         orch.memory.close()
 
 

@@ -39,6 +39,11 @@ def selfplay_context() -> Any:
     from graphs.selfplay import SelfPlayContext
     from sesa_graph.nodes.judge import Judge
 
-    cfg, policy, _ = _parts()
-    return SelfPlayContext(proposer=propose_context(), solver=solver_context(), judge=Judge(None),
-                           group_size=cfg.solver.group_size, rewards=cfg.rewards)
+    cfg = _parts()[0]
+    return SelfPlayContext(
+        proposer=propose_context(),
+        solver=solver_context(),
+        judge=Judge(None),
+        group_size=cfg.solver.group_size,
+        rewards=cfg.rewards,
+    )

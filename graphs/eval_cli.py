@@ -42,8 +42,13 @@ eval_app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-_E, _P, _S, _V, _J = (EvalSettings.model_fields, PolicyConfig.model_fields, SearchConfig.model_fields,
-                      SolverConfig.model_fields, JudgeConfig.model_fields)
+_E, _P, _S, _V, _J = (
+    EvalSettings.model_fields,
+    PolicyConfig.model_fields,
+    SearchConfig.model_fields,
+    SolverConfig.model_fields,
+    JudgeConfig.model_fields,
+)
 
 
 def _h(fields: dict, name: str, extra: str = "") -> str:
@@ -71,9 +76,16 @@ class EvalProgress:
         )
 
         self.progress = Progress(
-            TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[scores]}"),
-            console=console, disable=not enabled, transient=False,
+            TextColumn("[bold]{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[scores]}"),
+            console=console,
+            disable=not enabled,
+            transient=False,
         )
         self.tasks: dict[str, Any] = {}
         self.sums: dict[tuple[str, str], list[float]] = {}
@@ -86,8 +98,12 @@ class EvalProgress:
             if (rec["dataset"], rec["id"]) in ids and rec["mode"] in modes and rec.get("status") != "error":
                 self._add(rec)
         for ds, qs in data.items():
-            self.tasks[ds] = self.progress.add_task(display_name(ds), total=len(qs) * len(modes) * n_seeds,
-                                                    completed=cached.get(ds, 0), scores=self._scores(ds))
+            self.tasks[ds] = self.progress.add_task(
+                display_name(ds),
+                total=len(qs) * len(modes) * n_seeds,
+                completed=cached.get(ds, 0),
+                scores=self._scores(ds),
+            )
         self.progress.start()
 
     def _add(self, rec: dict) -> None:
@@ -114,7 +130,9 @@ class EvalProgress:
 # ---- settings resolution ---------------------------------------------------------------------------------
 
 
-def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSettings, list[tuple[str, str, str]]]:
+def resolve_settings(
+    config: Path | None, flags: dict[str, Any]
+) -> tuple[EvalSettings, list[tuple[str, str, str]]]:
     """EvalSettings from a run config (optional) and the flags that were given (not None).
 
     Returns the settings and ``(setting, value, source)`` rows for printing.
@@ -156,8 +174,13 @@ def resolve_settings(config: Path | None, flags: dict[str, Any]) -> tuple[EvalSe
     if "name" not in top:
         top["name"] = default_name(policy_cfg.model)
         sources["name"] = "from --model"
-    settings = EvalSettings(**top, policy=policy_cfg, search=SearchConfig(**sections["search"]),
-                            solver=SolverConfig(**sections["solver"]), judge=judge_cfg)
+    settings = EvalSettings(
+        **top,
+        policy=policy_cfg,
+        search=SearchConfig(**sections["search"]),
+        solver=SolverConfig(**sections["solver"]),
+        judge=judge_cfg,
+    )
     if settings.judge.timeout_s != judge_cfg.timeout_s:
         sources["judge.timeout_s"] = "eval default for a local policy judge"
     rows = []
@@ -185,8 +208,11 @@ def print_report(report: dict) -> None:
 
     for metric in METRICS:
         rows = metric_table(report, metric)
-        t = Table(title=METRIC_TITLES[metric] + (" = EM (--judge none)" if metric == "judge" and
-                                                  report["judge"] == "none" else ""), title_justify="left")
+        t = Table(
+            title=METRIC_TITLES[metric]
+            + (" = EM (--judge none)" if metric == "judge" and report["judge"] == "none" else ""),
+            title_justify="left",
+        )
         for i, h in enumerate(rows[0]):
             t.add_column(h, justify="left" if i == 0 else "right")
         for r in rows[1:]:
@@ -195,11 +221,16 @@ def print_report(report: dict) -> None:
     h = report.get("hygiene")
     if h:
         color = "green" if h["clean"] else "red"
-        console.print(f"[{color}]data hygiene: {h['questions']} questions, "
-                      + ("clean" if h["clean"] else "EVAL QUESTIONS FOUND") + "[/]  "
-                      + "; ".join(f"{escape(s['source'])}: {s['exact']} exact / {s['normalized']} normalized"
-                                  for s in h["sections"])
-                      + "".join(f"  [dim](not checked: {escape(x)})[/]" for x in h["not_checked"]))
+        console.print(
+            f"[{color}]data hygiene: {h['questions']} questions, "
+            + ("clean" if h["clean"] else "EVAL QUESTIONS FOUND")
+            + "[/]  "
+            + "; ".join(
+                f"{escape(s['source'])}: {s['exact']} exact / {s['normalized']} normalized"
+                for s in h["sections"]
+            )
+            + "".join(f"  [dim](not checked: {escape(x)})[/]" for x in h["not_checked"])
+        )
 
 
 # ---- commands --------------------------------------------------------------------------------------------
@@ -211,15 +242,29 @@ def eval_main(
     data_dir: Annotated[Path | None, typer.Option(help=_h(_E, "data_dir"))] = None,
     datasets: Annotated[str | None, typer.Option(help=_h(_E, "datasets"))] = None,
     limit: Annotated[int | None, typer.Option(help=_h(_E, "limit"))] = None,
-    model: Annotated[str | None, typer.Option(help=_h(_P, "model", " With --base-url: the model name the "
-                                                           "endpoint serves."))] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the solver (e.g. "
-                                                    "`vllm serve`, http://127.0.0.1:8000/v1); default: run "
-                                                    "--model in-process.")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="With --base-url: local tokenizer (HF id or path) "
-                                                     "when --model is not one.")] = None,
-    engine: Annotated[str | None, typer.Option(help="vllm: start a vLLM server for --model (the default, as in "
-                                               "training) | local: transformers in-process.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help=_h(_P, "model", " With --base-url: the model name the endpoint serves.")),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible endpoint of the solver (e.g. "
+            "`vllm serve`, http://127.0.0.1:8000/v1); default: run "
+            "--model in-process."
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="With --base-url: local tokenizer (HF id or path) when --model is not one."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="vllm: start a vLLM server for --model (the default, as in "
+            "training) | local: transformers in-process."
+        ),
+    ] = None,
     api_key_env: Annotated[str | None, typer.Option(help=_h(_P, "api_key_env"))] = None,
     retries: Annotated[int | None, typer.Option(help=_h(_P, "retries"))] = None,
     device: Annotated[str | None, typer.Option(help=_h(_P, "device"))] = None,
@@ -235,10 +280,15 @@ def eval_main(
     bank_modes: Annotated[str | None, typer.Option(help=_h(_E, "bank_modes"))] = None,
     bank: Annotated[Path | None, typer.Option(help=_h(_E, "bank"))] = None,
     top_k: Annotated[int | None, typer.Option(help=_h(_E, "top_k"))] = None,
-    judge: Annotated[str | None, typer.Option(help="'none' (exact match only), 'policy' (the solver model "
-                                                 "judges a miss) or an OpenAI-compatible endpoint URL "
-                                                 "(with --judge-model). Default: the run config's judge "
-                                                 "(policy).")] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="'none' (exact match only), 'policy' (the solver model "
+            "judges a miss) or an OpenAI-compatible endpoint URL "
+            "(with --judge-model). Default: the run config's judge "
+            "(policy)."
+        ),
+    ] = None,
     judge_model: Annotated[str | None, typer.Option(help=_h(_J, "model"))] = None,
     judge_timeout: Annotated[float | None, typer.Option(help=_h(_J, "timeout_s"))] = None,
     seeds: Annotated[int | None, typer.Option(help=_h(_E, "seeds"))] = None,
@@ -247,17 +297,26 @@ def eval_main(
     target_pool: Annotated[list[str] | None, typer.Option(help=_h(_E, "target_pool"))] = None,
     name: Annotated[str | None, typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
     out_root: Annotated[Path | None, typer.Option(help=_h(_E, "out_root"))] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML whose solver_policy, "
-                                                   "search, solver and judge sections are the defaults.")] = None,
-    overwrite: Annotated[bool, typer.Option(help="Discard the records of an earlier eval of this name.")] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Run config YAML whose solver_policy, search, solver and judge sections are the defaults.",
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Discard the records of an earlier eval of this name.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Run an eval: every dataset x bank mode (x seed), concurrently, cached per question, then the report."""
     if ctx.invoked_subcommand is not None:
         return
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     from pydantic import ValidationError
 
     from graphs.eval_data import DatasetError
@@ -268,17 +327,36 @@ def eval_main(
     from tools.assets import MissingAssetError
 
     flags = {
-        "data_dir": data_dir, "datasets": _csv(datasets), "limit": limit, "bank_modes": _csv(bank_modes),
-        "bank": bank, "top_k": top_k, "seeds": seeds, "concurrency": concurrency, "max_errors": max_errors,
-        "target_pool": target_pool or None, "name": name, "out_root": out_root,
-        "policy.model": model, "policy.base_url": base_url, "policy.api_key_env": api_key_env,
+        "data_dir": data_dir,
+        "datasets": _csv(datasets),
+        "limit": limit,
+        "bank_modes": _csv(bank_modes),
+        "bank": bank,
+        "top_k": top_k,
+        "seeds": seeds,
+        "concurrency": concurrency,
+        "max_errors": max_errors,
+        "target_pool": target_pool or None,
+        "name": name,
+        "out_root": out_root,
+        "policy.model": model,
+        "policy.base_url": base_url,
+        "policy.api_key_env": api_key_env,
         "policy.backend": engine,
         "policy.retries": retries,
-        "policy.device": device, "policy.dtype": dtype, "policy.max_batch_size": max_batch_size,
+        "policy.device": device,
+        "policy.dtype": dtype,
+        "policy.max_batch_size": max_batch_size,
         "policy.kv_cache_mb": kv_cache_mb,
-        "search.backend": search_backend, "search.corpus": corpus, "search.url": search_url,
-        "search.dense_model": dense_model, "solver.search_k": search_k, "solver.max_turns": max_turns,
-        "judge.kind": judge, "judge.model": judge_model, "judge.timeout_s": judge_timeout,
+        "search.backend": search_backend,
+        "search.corpus": corpus,
+        "search.url": search_url,
+        "search.dense_model": dense_model,
+        "solver.search_k": search_k,
+        "solver.max_turns": max_turns,
+        "judge.kind": judge,
+        "judge.model": judge_model,
+        "judge.timeout_s": judge_timeout,
     }
     try:
         settings, rows = resolve_settings(config, flags)
@@ -289,12 +367,17 @@ def eval_main(
 
     def on_start(info: dict) -> None:
         n = sum(info["datasets"].values())
-        console.print(f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
-                      f"{sum(info['cached'].values())} cached in {settings.out_dir}")
+        console.print(
+            f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
+            f"{sum(info['cached'].values())} cached in {settings.out_dir}"
+        )
         if info["stale"]:
-            console.print("[yellow]" + ", ".join(f"{n} cached mode-{m}" for m, n in info["stale"].items())
-                          + " record(s) were made with other skills than the bank gives those questions now: "
-                          "running them again[/]")
+            console.print(
+                "[yellow]"
+                + ", ".join(f"{n} cached mode-{m}" for m, n in info["stale"].items())
+                + " record(s) were made with other skills than the bank gives those questions now: "
+                "running them again[/]"
+            )
 
     bar = EvalProgress(console, enabled=progress)
     policy = None
@@ -303,37 +386,57 @@ def eval_main(
 
         policy = make_policy(settings.policy, tokenizer=tokenizer)
     try:
-        outcome = asyncio.run(evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start))
-    except (DatasetError, EvalError, BankError, MissingAssetError, FileNotFoundError, PolicyUnavailableError,
-            ValueError) as exc:
+        outcome = asyncio.run(
+            evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start)
+        )
+    except (
+        DatasetError,
+        EvalError,
+        BankError,
+        MissingAssetError,
+        FileNotFoundError,
+        PolicyUnavailableError,
+        ValueError,
+    ) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2 if isinstance(exc, DatasetError) else 1) from None
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted[/]: finished questions are kept in {settings.out_dir}/records.jsonl; "
-                          "rerun the same command to resume")
+        err_console.print(
+            f"[yellow]interrupted[/]: finished questions are kept in {settings.out_dir}/records.jsonl; "
+            "rerun the same command to resume"
+        )
         raise typer.Exit(130) from None
     report = outcome.report
     print_report(report)
     t = report["timing"]
-    console.print(f"wall: setup {t['setup_s']} s + rollouts {t['run_s']} s; {t['computed']} rollouts computed "
-                  f"({t['rollouts_per_minute']} rollouts/minute, {t['questions_per_minute']} questions/minute in every "
-                  f"mode and seed), {t['cached']} cached")
+    console.print(
+        f"wall: setup {t['setup_s']} s + rollouts {t['run_s']} s; {t['computed']} rollouts computed "
+        f"({t['rollouts_per_minute']} rollouts/minute, {t['questions_per_minute']} questions/minute in every "
+        f"mode and seed), {t['cached']} cached"
+    )
     console.print(f"report: {outcome.out_dir / 'report.md'}  records: {outcome.out_dir / 'records.jsonl'}")
     if not report["complete"]:
-        err_console.print(f"[red]INCOMPLETE[/]: {report['done']} of {report['planned']} done"
-                          + (f"; stopped: {escape(report['aborted'])}" if report["aborted"] else "")
-                          + ". Rerun the same command to resume.")
+        err_console.print(
+            f"[red]INCOMPLETE[/]: {report['done']} of {report['planned']} done"
+            + (f"; stopped: {escape(report['aborted'])}" if report["aborted"] else "")
+            + ". Rerun the same command to resume."
+        )
         raise typer.Exit(1)
 
 
 @eval_app.command("compare")
 def compare(
-    a: Annotated[str, typer.Argument(help="Baseline eval: its directory (evals/NAME), DIR:MODE, or a report.json.")],
+    a: Annotated[
+        str, typer.Argument(help="Baseline eval: its directory (evals/NAME), DIR:MODE, or a report.json.")
+    ],
     b: Annotated[str, typer.Argument(help="Eval compared against A: directory, DIR:MODE or report.json.")],
     metric: Annotated[str, typer.Option(help="judge, em, f1, or all.")] = "judge",
-    tolerance: Annotated[float, typer.Option(help="Flag a dataset only when B is below A by more than this "
-                                             "many points.")] = 0.0,
-    fail_on_regression: Annotated[bool, typer.Option(help="Exit with status 1 when any dataset regressed.")] = False,
+    tolerance: Annotated[
+        float, typer.Option(help="Flag a dataset only when B is below A by more than this many points.")
+    ] = 0.0,
+    fail_on_regression: Annotated[
+        bool, typer.Option(help="Exit with status 1 when any dataset regressed.")
+    ] = False,
 ) -> None:
     """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
     from graphs.eval_compare import CompareError, compare_reports
@@ -359,21 +462,38 @@ def _print_comparison(c: Any) -> None:
     from graphs.eval_compare import flag_text, fmt_ci
     from graphs.eval_report import METRIC_TITLES, fmt_cell, fmt_delta
 
-    t = Table(title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
-              title_justify="left")
-    for col, just in (("dataset", "left"), ("A", "right"), ("B", "right"), ("B - A", "right"),
-                      ("95% CI (paired)", "right"), ("", "left")):
+    t = Table(
+        title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
+        title_justify="left",
+    )
+    for col, just in (
+        ("dataset", "left"),
+        ("A", "right"),
+        ("B", "right"),
+        ("B - A", "right"),
+        ("95% CI (paired)", "right"),
+        ("", "left"),
+    ):
         t.add_column(col, justify=just)
     for r in c.rows:
         name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
         d = fmt_delta(r.delta)
         if r.regression:
             d = f"[bold red]{d}[/]"
-        t.add_row(name, fmt_cell(r.a), fmt_cell(r.b), d, fmt_ci(r),
-                  f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]")
+        t.add_row(
+            name,
+            fmt_cell(r.a),
+            fmt_cell(r.b),
+            d,
+            fmt_ci(r),
+            f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]",
+        )
     console.print(t)
     regs = [display_name(d) for d in c.regressions if d != "mean"]
-    console.print(f"[bold red]B is below A on: {', '.join(regs)}[/]" if regs else "[green]B is not below A on any "
-                  "dataset.[/]")
+    console.print(
+        f"[bold red]B is below A on: {', '.join(regs)}[/]"
+        if regs
+        else "[green]B is not below A on any dataset.[/]"
+    )
     for w in c.warnings:
         console.print(f"[yellow]note:[/] {escape(w)}")

@@ -34,7 +34,9 @@ def load_report(ref: str | Path) -> tuple[dict[str, Any], str | None, str, Path]
     p = Path(text)
     path = p if p.is_file() else p / "report.json"
     if not path.is_file():
-        raise CompareError(f"{ref}: no report.json there (run `sesa eval` first, or give its output directory)")
+        raise CompareError(
+            f"{ref}: no report.json there (run `sesa eval` first, or give its output directory)"
+        )
     report = json.loads(path.read_text())
     if mode is not None and mode not in report["modes"]:
         raise CompareError(f"{ref}: mode {mode!r} is not in that eval (it has {', '.join(report['modes'])})")
@@ -74,11 +76,19 @@ class Comparison:
         return [r.dataset for r in self.rows if r.regression]
 
     def to_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "a": self.a_label, "b": self.b_label, "regressions": self.regressions,
-                "rows": [{**vars(r), "significant": r.significant} for r in self.rows], "warnings": self.warnings}
+        return {
+            "metric": self.metric,
+            "a": self.a_label,
+            "b": self.b_label,
+            "regressions": self.regressions,
+            "rows": [{**vars(r), "significant": r.significant} for r in self.rows],
+            "warnings": self.warnings,
+        }
 
 
-def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", tolerance: float = 0.0) -> list[Comparison]:
+def compare_reports(
+    a: str | Path, b: str | Path, metric: str = "judge", tolerance: float = 0.0
+) -> list[Comparison]:
     """Per-dataset deltas B - A (percentage points) for each bank mode both evals ran (or the modes
     named with ``DIR:MODE``). A dataset where B is below A by more than ``tolerance`` is a regression;
     with seeds on both sides, a delta within the combined std is marked as within seed noise. When both
@@ -96,8 +106,10 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
     else:
         pairs = [(m, m) for m in ra["modes"] if m in rb["modes"]]
         if not pairs:
-            raise CompareError(f"{la} ran modes {ra['modes']}, {lb} ran {rb['modes']}: none in common; "
-                               "name them, e.g. A:off B:on")
+            raise CompareError(
+                f"{la} ran modes {ra['modes']}, {lb} ran {rb['modes']}: none in common; "
+                "name them, e.g. A:off B:on"
+            )
     datasets = order_datasets([*ra["datasets"], *rb["datasets"]]) + ["mean"]
     out = []
     for mode_a, mode_b in pairs:
@@ -106,15 +118,22 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
         label_b = f"{lb}:{mode_b}" if mb is None else lb
         cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric))
         shared_ds = [d for d in datasets if d != "mean" and d in ra["datasets"] and d in rb["datasets"]]
-        paired = (paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds)
-                  if recs_a is not None and recs_b is not None else {})
+        paired = (
+            paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds)
+            if recs_a is not None and recs_b is not None
+            else {}
+        )
         for ds in datasets:
             x, y = ca.get(ds), cb.get(ds)
             have = x and y and x.get("mean") is not None and y.get("mean") is not None
             delta = y["mean"] - x["mean"] if have else None
             regression = delta is not None and delta < -tolerance
-            noise = (have and x.get("std") is not None and y.get("std") is not None
-                     and abs(delta) <= math.hypot(x["std"], y["std"]))
+            noise = (
+                have
+                and x.get("std") is not None
+                and y.get("std") is not None
+                and abs(delta) <= math.hypot(x["std"], y["std"])
+            )
             note = []
             if not have:
                 note.append("only in one eval" if (x or y) else "missing")
@@ -125,8 +144,19 @@ def compare_reports(a: str | Path, b: str | Path, metric: str = "judge", toleran
             p = paired.get(ds)
             if p is not None and have and x.get("n") is not None and p["n"] < min(x["n"], y.get("n") or 0):
                 note.append(f"interval over the {p['n']} questions both ran")
-            cmp_.rows.append(CompareRow(ds, x, y, delta, regression, bool(noise), "; ".join(note),
-                                        ci=(p["lo"], p["hi"]) if p else None, n_paired=p["n"] if p else None))
+            cmp_.rows.append(
+                CompareRow(
+                    ds,
+                    x,
+                    y,
+                    delta,
+                    regression,
+                    bool(noise),
+                    "; ".join(note),
+                    ci=(p["lo"], p["hi"]) if p else None,
+                    n_paired=p["n"] if p else None,
+                )
+            )
         out.append(cmp_)
     return out
 
@@ -144,20 +174,29 @@ def flag_text(r: CompareRow) -> str:
     """``▼ regression`` with its qualifiers, then the row's note ('' for neither)."""
     flag = ""
     if r.regression:
-        quals = [q for q, on in (("not significant", r.significant is False),
-                                 ("within seed noise", r.within_noise)) if on]
+        quals = [
+            q
+            for q, on in (("not significant", r.significant is False), ("within seed noise", r.within_noise))
+            if on
+        ]
         flag = "▼ regression" + (f" ({', '.join(quals)})" if quals else "")
     return "; ".join(x for x in (flag, r.note) if x)
 
 
 def render_comparison(c: Comparison) -> str:
     """Markdown table of one comparison; regressions are flagged with ▼."""
-    lines = [f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`", "",
-             "| dataset | A | B | B - A | 95% CI (paired) | |", "|---|---:|---:|---:|---:|---|"]
+    lines = [
+        f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`",
+        "",
+        "| dataset | A | B | B - A | 95% CI (paired) | |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for r in c.rows:
         name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
-        lines.append(f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {fmt_delta(r.delta)} | {fmt_ci(r)} | "
-                     f"{flag_text(r)} |")
+        lines.append(
+            f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {fmt_delta(r.delta)} | {fmt_ci(r)} | "
+            f"{flag_text(r)} |"
+        )
     regs = [display_name(d) for d in c.regressions if d != "mean"]
     lines += ["", f"B is below A on: {', '.join(regs)}" if regs else "B is not below A on any dataset."]
     lines += [f"Note: {w}" for w in c.warnings] + [""]

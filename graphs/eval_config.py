@@ -22,35 +22,65 @@ class EvalSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Eval name; output goes to <out-root>/<name>/. Rerunning the same name resumes.")
+    name: str = Field(
+        description="Eval name; output goes to <out-root>/<name>/. Rerunning the same name resumes."
+    )
     out_root: Path = Field(Path("evals"), description="Directory holding the evals.")
-    datasets: list[str] = Field(default_factory=list, description="Datasets, comma-separated: names in "
-                                "--data-dir, .jsonl paths, or hf:<repo>[:<config>[:<split>]]. Default: every "
-                                "*.jsonl in --data-dir.")
-    data_dir: Path | None = Field(None, description="Directory of FlashRAG-style JSONL datasets "
-                                  '({"id", "question", "golden_answers"} per line), named by file stem.')
+    datasets: list[str] = Field(
+        default_factory=list,
+        description="Datasets, comma-separated: names in "
+        "--data-dir, .jsonl paths, or hf:<repo>[:<config>[:<split>]]. Default: every "
+        "*.jsonl in --data-dir.",
+    )
+    data_dir: Path | None = Field(
+        None,
+        description="Directory of FlashRAG-style JSONL datasets "
+        '({"id", "question", "golden_answers"} per line), named by file stem.',
+    )
     limit: int | None = Field(None, ge=1, description="Evaluate the first N questions of each dataset.")
-    bank_modes: list[BankMode] = Field(default_factory=lambda: ["off"], description="Bank modes to run side "
-                                       "by side, comma-separated: off (no skills), on (the --bank's top-k "
-                                       "skills), placebo (length-matched unrelated skills).")
-    bank: Path | None = Field(None, description="Skill bank directory (or a run directory holding memory/) "
-                              "for modes on and placebo; opened read-only. Also checked for hygiene.")
-    top_k: int = Field(3, ge=1, le=20, description="Skills retrieved per question in modes on/placebo "
-                       "(paper: 3).")
-    seeds: int | None = Field(None, ge=1, le=100, description="Sampled repeats per question (seeds 0..N-1, "
-                              "at the solver temperature); reports mean and std over seeds. Default: one "
-                              "greedy rollout.")
+    bank_modes: list[BankMode] = Field(
+        default_factory=lambda: ["off"],
+        description="Bank modes to run side "
+        "by side, comma-separated: off (no skills), on (the --bank's top-k "
+        "skills), placebo (length-matched unrelated skills).",
+    )
+    bank: Path | None = Field(
+        None,
+        description="Skill bank directory (or a run directory holding memory/) "
+        "for modes on and placebo; opened read-only. Also checked for hygiene.",
+    )
+    top_k: int = Field(
+        3, ge=1, le=20, description="Skills retrieved per question in modes on/placebo (paper: 3)."
+    )
+    seeds: int | None = Field(
+        None,
+        ge=1,
+        le=100,
+        description="Sampled repeats per question (seeds 0..N-1, "
+        "at the solver temperature); reports mean and std over seeds. Default: one "
+        "greedy rollout.",
+    )
     concurrency: int = Field(16, ge=1, description="Questions in flight at once.")
-    max_errors: int = Field(10, ge=0, description="Stop after more than this many failed rollouts (search "
-                            "errors, exceptions) or failed LLM judgments; the results so far are kept.")
-    target_pool: list[str] = Field(default_factory=list, description="Training target pool(s) to check for eval "
-                                   "questions (hygiene): 'embedded' (the pool built from the embedded corpus), "
-                                   "an SSP pool JSONL, or a file with one target per line.")
+    max_errors: int = Field(
+        10,
+        ge=0,
+        description="Stop after more than this many failed rollouts (search "
+        "errors, exceptions) or failed LLM judgments; the results so far are kept.",
+    )
+    target_pool: list[str] = Field(
+        default_factory=list,
+        description="Training target pool(s) to check for eval "
+        "questions (hygiene): 'embedded' (the pool built from the embedded corpus), "
+        "an SSP pool JSONL, or a file with one target per line.",
+    )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="The search tool.")
     solver: SolverConfig = Field(default_factory=SolverConfig, description="The solver loop.")
-    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Answer scoring (default: exact match, "
-                               "else the solver policy as LLM judge, as in the paper's protocol).")
+    judge: JudgeConfig = Field(
+        default_factory=JudgeConfig,
+        description="Answer scoring (default: exact match, "
+        "else the solver policy as LLM judge, as in the paper's protocol).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalSettings:
@@ -60,10 +90,15 @@ class EvalSettings(BaseModel):
             raise ValueError(f"--bank-modes lists a mode twice: {','.join(self.bank_modes)}")
         needs = [m for m in self.bank_modes if m != "off"]
         if needs and self.bank is None:
-            raise ValueError(f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "
-                             "directory or a run directory with memory/)")
-        if (self.judge.kind == "policy" and self.policy.backend == "local"
-                and "timeout_s" not in self.judge.model_fields_set):
+            raise ValueError(
+                f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "
+                "directory or a run directory with memory/)"
+            )
+        if (
+            self.judge.kind == "policy"
+            and self.policy.backend == "local"
+            and "timeout_s" not in self.judge.model_fields_set
+        ):
             # judge requests queue behind the solver's batches on a local policy: 30 s would fail them
             self.judge = self.judge.model_copy(update={"timeout_s": LOCAL_JUDGE_TIMEOUT_S})
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
@@ -83,10 +118,14 @@ class EvalSettings(BaseModel):
         (The bank is checked per record: mode-off records stay valid when a bank is added.)"""
         p = self.policy
         return {
-            "model": p.model, "weights": weights_fingerprint(p.model) if p.backend in ("local", "vllm") else None,
-            "backend": p.backend, "base_url": p.base_url, "dtype": p.dtype,
-            "search": self.search.model_dump(mode="json", exclude={"timeout_s", "retries", "backoff_s", "device",
-                                                                   "encode_batch_size"}),
+            "model": p.model,
+            "weights": weights_fingerprint(p.model) if p.backend in ("local", "vllm") else None,
+            "backend": p.backend,
+            "base_url": p.base_url,
+            "dtype": p.dtype,
+            "search": self.search.model_dump(
+                mode="json", exclude={"timeout_s", "retries", "backoff_s", "device", "encode_batch_size"}
+            ),
             "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),
             "judge": self.judge.model_dump(mode="json", exclude={"timeout_s", "api_key_env"}),
             "top_k": self.top_k,

@@ -29,8 +29,13 @@ from sesa_graph.scoring import normalize_answer
 # The paper's column order (Tables 1 and 2) and how its headers spell the names.
 PAPER_ORDER = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
 DISPLAY_NAMES = {
-    "nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "HotpotQA", "2wiki": "2Wiki",
-    "musique": "MuSiQue", "bamboogle": "Bamboogle",
+    "nq": "NQ",
+    "triviaqa": "TriviaQA",
+    "popqa": "PopQA",
+    "hotpotqa": "HotpotQA",
+    "2wiki": "2Wiki",
+    "musique": "MuSiQue",
+    "bamboogle": "Bamboogle",
 }
 
 
@@ -97,8 +102,10 @@ def _row_question(src: str, line: int, row: Any, seen: dict[str, int], dataset: 
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
     if "golden_answers" not in row:
-        raise DatasetError(f"{where}: row has no 'golden_answers' (FlashRAG format: "
-                           '{"id", "question", "golden_answers": [...]})')
+        raise DatasetError(
+            f"{where}: row has no 'golden_answers' (FlashRAG format: "
+            '{"id", "question", "golden_answers": [...]})'
+        )
     golds = row["golden_answers"]
     if isinstance(golds, str) or not isinstance(golds, list):
         raise DatasetError(f"{where}: 'golden_answers' must be a list of strings, got {type(golds).__name__}")
@@ -143,8 +150,10 @@ def _read_hf(ref: str, dataset: str, limit: int | None) -> list[EvalQuestion]:
     repo, config = parts[0], (parts[1] if len(parts) > 1 and parts[1] else None)
     split = parts[2] if len(parts) > 2 and parts[2] else "test"
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
-        raise DatasetError(f"{ref}: Hugging Face datasets need the network, and HF_HUB_OFFLINE=1 is set; "
-                           "download the split as JSONL and pass its path or --data-dir instead")
+        raise DatasetError(
+            f"{ref}: Hugging Face datasets need the network, and HF_HUB_OFFLINE=1 is set; "
+            "download the split as JSONL and pass its path or --data-dir instead"
+        )
     import datasets
 
     try:
@@ -162,7 +171,9 @@ def _read_hf(ref: str, dataset: str, limit: int | None) -> list[EvalQuestion]:
     return out
 
 
-def load_dataset(ref: str, data_dir: str | Path | None = None, limit: int | None = None) -> list[EvalQuestion]:
+def load_dataset(
+    ref: str, data_dir: str | Path | None = None, limit: int | None = None
+) -> list[EvalQuestion]:
     """Questions of one dataset (see the module docstring for what ``ref`` may be)."""
     if limit is not None and limit < 1:
         raise DatasetError(f"--limit must be >= 1, got {limit}")
@@ -172,14 +183,17 @@ def load_dataset(ref: str, data_dir: str | Path | None = None, limit: int | None
     return read_jsonl_questions(source, name, limit)
 
 
-def load_datasets(refs: Sequence[str] | None, data_dir: str | Path | None,
-                  limit: int | None = None) -> dict[str, list[EvalQuestion]]:
+def load_datasets(
+    refs: Sequence[str] | None, data_dir: str | Path | None, limit: int | None = None
+) -> dict[str, list[EvalQuestion]]:
     """Several datasets by name (default: every dataset in ``data_dir``). Names must be distinct."""
     if not refs:
         refs = list(known_datasets(data_dir))
         if not refs:
-            raise DatasetError("no datasets: give --datasets (names, .jsonl paths or hf:...) or a --data-dir "
-                               "with *.jsonl files")
+            raise DatasetError(
+                "no datasets: give --datasets (names, .jsonl paths or hf:...) or a --data-dir "
+                "with *.jsonl files"
+            )
     out: dict[str, list[EvalQuestion]] = {}
     for ref in refs:
         qs = load_dataset(ref, data_dir, limit)
@@ -215,8 +229,13 @@ class HygieneSection:
     hits: list[HygieneHit] = field(default_factory=list)
 
     def to_json(self, max_hits: int = 20) -> dict[str, Any]:
-        return {"source": self.source, "texts": self.texts, "exact": self.exact, "normalized": self.normalized,
-                "hits": [vars(h) for h in self.hits[:max_hits]]}
+        return {
+            "source": self.source,
+            "texts": self.texts,
+            "exact": self.exact,
+            "normalized": self.normalized,
+            "hits": [vars(h) for h in self.hits[:max_hits]],
+        }
 
 
 class _Haystack:
@@ -240,8 +259,9 @@ class _Haystack:
         return None
 
 
-def check_contamination(questions: Iterable[EvalQuestion], texts: Sequence[tuple[str, str]],
-                        source: str) -> HygieneSection:
+def check_contamination(
+    questions: Iterable[EvalQuestion], texts: Sequence[tuple[str, str]], source: str
+) -> HygieneSection:
     """Which questions occur in ``texts`` ((label, text) pairs), exactly or after normalization."""
     hay = _Haystack(texts)
     sec = HygieneSection(source=source, texts=len(texts))
@@ -283,7 +303,7 @@ def read_target_pool(path: str | Path) -> list[tuple[str, str]]:
                     raise DatasetError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
                 for key in _POOL_KEYS:
                     val = row.get(key)
-                    for v in (val if isinstance(val, list) else [val]):
+                    for v in val if isinstance(val, list) else [val]:
                         if isinstance(v, str) and v.strip():
                             out.append((f"{path.name}:{n}", v))
             else:
@@ -296,8 +316,12 @@ def skill_texts(skills: Iterable[Any]) -> list[tuple[str, str]]:
     return [(s.id, s.text()) for s in skills]
 
 
-def hygiene_report(questions: Sequence[EvalQuestion], pool_files: Sequence[str | Path] = (),
-                   skills: Sequence[Any] | None = None, bank_label: str = "skill bank") -> dict[str, Any]:
+def hygiene_report(
+    questions: Sequence[EvalQuestion],
+    pool_files: Sequence[str | Path] = (),
+    skills: Sequence[Any] | None = None,
+    bank_label: str = "skill bank",
+) -> dict[str, Any]:
     """The hygiene section of an eval report: counts per source, and the first hits."""
     sections: list[HygieneSection] = []
     for p in pool_files:

@@ -29,7 +29,7 @@ def read_records(eval_dir: Path) -> list[dict[str, Any]] | None:
     if not path.is_file():
         return None
     data = path.read_bytes()
-    return list(parse_records(data[:complete_length(data)], path).values())
+    return list(parse_records(data[: complete_length(data)], path).values())
 
 
 def per_question(records: Iterable[Mapping[str, Any]], mode: str, field: str) -> dict[str, dict[str, float]]:
@@ -41,9 +41,17 @@ def per_question(records: Iterable[Mapping[str, Any]], mode: str, field: str) ->
     return {ds: {q: sum(v) / len(v) for q, v in qs.items()} for ds, qs in acc.items()}
 
 
-def paired_intervals(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]], mode_a: str,
-                     mode_b: str, field: str, datasets: Sequence[str], *, n_boot: int = 2000,
-                     seed: int = 0) -> dict[str, dict[str, float]]:
+def paired_intervals(
+    records_a: Sequence[Mapping[str, Any]],
+    records_b: Sequence[Mapping[str, Any]],
+    mode_a: str,
+    mode_b: str,
+    field: str,
+    datasets: Sequence[str],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
     """``dataset`` (and ``"mean"`` when every dataset has pairs) -> n, delta, lo, hi in points.
 
     Datasets without a shared question are left out."""
@@ -62,8 +70,13 @@ def paired_intervals(records_a: Sequence[Mapping[str, Any]], records_b: Sequence
         out[ds] = _interval(len(d), float(d.mean()), bs, lo_q, hi_q)
     if datasets and len(boots) == len(datasets):
         bs = np.mean(boots, axis=0)
-        out["mean"] = _interval(int(sum(v["n"] for v in out.values())),
-                                float(np.mean([out[ds]["delta"] for ds in datasets])), bs, lo_q, hi_q)
+        out["mean"] = _interval(
+            int(sum(v["n"] for v in out.values())),
+            float(np.mean([out[ds]["delta"] for ds in datasets])),
+            bs,
+            lo_q,
+            hi_q,
+        )
     return out
 
 

@@ -69,8 +69,11 @@ class RecordStore:
         data = self.path.read_bytes()
         cut = complete_length(data)
         if cut < len(data):
-            log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path,
-                        len(data) - cut)
+            log.warning(
+                "%s: dropping a torn last line (%d bytes) left by an interrupted run",
+                self.path,
+                len(data) - cut,
+            )
             with open(self.path, "r+b") as f:
                 f.truncate(cut)
         self.latest = parse_records(data[:cut], self.path)
@@ -132,9 +135,13 @@ def check_settings_file(out_dir: Path, identity: dict[str, Any], overwrite: bool
         new = _flat(json.loads(json.dumps(identity)))
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if diff:
-            lines = "\n".join(f"  {k}: was {json.dumps(old.get(k))}, now {json.dumps(new.get(k))}" for k in diff)
-            raise EvalError(f"{out_dir} holds records made with other settings:\n{lines}\n"
-                            "use another --name, or --overwrite to discard those records")
+            lines = "\n".join(
+                f"  {k}: was {json.dumps(old.get(k))}, now {json.dumps(new.get(k))}" for k in diff
+            )
+            raise EvalError(
+                f"{out_dir} holds records made with other settings:\n{lines}\n"
+                "use another --name, or --overwrite to discard those records"
+            )
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")

@@ -25,8 +25,11 @@ from graphs.eval_paired import paired_intervals
 
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}
-MODE_LABELS = {"off": "off (SESA-Off: no skills)", "on": "on (SESA-On: bank skills)",
-               "placebo": "placebo (unrelated skills)"}
+MODE_LABELS = {
+    "off": "off (SESA-Off: no skills)",
+    "on": "on (SESA-On: bank skills)",
+    "placebo": "placebo (unrelated skills)",
+}
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -44,8 +47,9 @@ def _seed_key(seed: Any) -> str:
     return "greedy" if seed is None else str(seed)
 
 
-def aggregate(records: Sequence[Mapping[str, Any]], datasets: Sequence[str], modes: Sequence[str],
-              field_name: str) -> dict[str, dict[str, dict[str, Any]]]:
+def aggregate(
+    records: Sequence[Mapping[str, Any]], datasets: Sequence[str], modes: Sequence[str], field_name: str
+) -> dict[str, dict[str, dict[str, Any]]]:
     """``{mode: {dataset | "mean": cell}}`` for one record field (score, em, f1); see the module docstring."""
     per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     errors: dict[tuple[str, str], int] = defaultdict(int)
@@ -53,7 +57,9 @@ def aggregate(records: Sequence[Mapping[str, Any]], datasets: Sequence[str], mod
         if r.get("status") == "error":
             errors[(r["mode"], r["dataset"])] += 1
             continue
-        per[(r["mode"], r["dataset"], _seed_key(r.get("seed")))].append(100.0 * float(r.get(field_name) or 0.0))
+        per[(r["mode"], r["dataset"], _seed_key(r.get("seed")))].append(
+            100.0 * float(r.get(field_name) or 0.0)
+        )
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for mode in modes:
         row: dict[str, dict[str, Any]] = {}
@@ -64,13 +70,23 @@ def aggregate(records: Sequence[Mapping[str, Any]], datasets: Sequence[str], mod
             ns = [len(per[(mode, ds, s)]) for s in seeds]
             for s, v in zip(seeds, vals):
                 seed_vals[s][ds] = v
-            row[ds] = {"mean": _mean(vals) if vals else None, "std": _std(vals), "n": min(ns) if ns else 0,
-                       "n_max": max(ns) if ns else 0, "seeds": len(seeds), "errors": errors[(mode, ds)]}
+            row[ds] = {
+                "mean": _mean(vals) if vals else None,
+                "std": _std(vals),
+                "n": min(ns) if ns else 0,
+                "n_max": max(ns) if ns else 0,
+                "seeds": len(seeds),
+                "errors": errors[(mode, ds)],
+            }
         complete = [s for s, v in seed_vals.items() if len(v) == len(datasets)]
         means = [_mean(list(seed_vals[s].values())) for s in sorted(complete)]
-        row["mean"] = {"mean": _mean(means) if means else None, "std": _std(means),
-                       "n": sum(row[ds]["n"] for ds in datasets), "seeds": len(means),
-                       "errors": sum(row[ds]["errors"] for ds in datasets)}
+        row["mean"] = {
+            "mean": _mean(means) if means else None,
+            "std": _std(means),
+            "n": sum(row[ds]["n"] for ds in datasets),
+            "seeds": len(means),
+            "errors": sum(row[ds]["errors"] for ds in datasets),
+        }
         out[mode] = row
     return out
 
@@ -87,7 +103,9 @@ def diagnostics(records: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> d
             statuses[r.get("status") or "?"] += 1
             methods[r.get("judge_method") or "none"] += 1
         out[mode] = {
-            "records": len(rs), "status": dict(statuses), "judge_method": dict(methods),
+            "records": len(rs),
+            "status": dict(statuses),
+            "judge_method": dict(methods),
             "answered_pct": 100.0 * statuses["answered"] / len(ok) if ok else None,
             "mean_turns": _mean([r.get("turns", 0) for r in ok]) if ok else None,
             "mean_searches": _mean([r.get("searches", 0) for r in ok]) if ok else None,
@@ -96,22 +114,36 @@ def diagnostics(records: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> d
     return out
 
 
-def vs_off(records: Sequence[Mapping[str, Any]], datasets: Sequence[str],
-           modes: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+def vs_off(
+    records: Sequence[Mapping[str, Any]], datasets: Sequence[str], modes: Sequence[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
     """metric -> mode -> dataset (and 'mean') -> the paired delta against mode off with its 95% interval.
 
     Both modes answered the same questions with the same weights, so the paired interval is the honest
     yardstick for whether the bank moved a score ({} without mode off)."""
     if "off" not in modes:
         return {}
-    return {m: {mode: paired_intervals(records, records, "off", mode, f, datasets) for mode in modes if mode != "off"}
-            for m, f in METRICS.items()}
+    return {
+        m: {
+            mode: paired_intervals(records, records, "off", mode, f, datasets)
+            for mode in modes
+            if mode != "off"
+        }
+        for m, f in METRICS.items()
+    }
 
 
-def build_report(records: Sequence[Mapping[str, Any]], *, settings: Any, datasets: Sequence[str],
-                 hygiene: Mapping[str, Any] | None = None, bank: Mapping[str, Any] | None = None,
-                 timing: Mapping[str, Any] | None = None, aborted: str | None = None,
-                 planned: int | None = None) -> dict[str, Any]:
+def build_report(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    settings: Any,
+    datasets: Sequence[str],
+    hygiene: Mapping[str, Any] | None = None,
+    bank: Mapping[str, Any] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    aborted: str | None = None,
+    planned: int | None = None,
+) -> dict[str, Any]:
     """The report dict (what report.json holds) from the records of one eval's plan."""
     modes = list(settings.bank_modes)
     datasets = list(datasets)
@@ -124,8 +156,11 @@ def build_report(records: Sequence[Mapping[str, Any]], *, settings: Any, dataset
         "endpoint": settings.policy.base_url,
         "search": settings.search.model_dump(mode="json"),
         "judge": settings.judge.kind if settings.judge.kind != "openai" else settings.judge.base_url,
-        "decoding": ("greedy" if settings.seeds is None
-                     else f"{settings.seeds} seeds at temperature {settings.solver.temperature}"),
+        "decoding": (
+            "greedy"
+            if settings.seeds is None
+            else f"{settings.seeds} seeds at temperature {settings.solver.temperature}"
+        ),
         "max_turns": settings.solver.max_turns,
         "bank": dict(bank) if bank else None,
         "datasets": datasets,
@@ -182,8 +217,10 @@ def vs_off_table(report: Mapping[str, Any]) -> list[list[str]]:
     rows = [["", *[display_name(d) for d in ds], "Mean"]]
     for metric, per_mode in report["vs_off"].items():
         for mode, cells in per_mode.items():
-            fmt = [f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "–"
-                   for c in (cells.get(d) for d in [*ds, "mean"])]
+            fmt = [
+                f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "–"
+                for c in (cells.get(d) for d in [*ds, "mean"])
+            ]
             rows.append([f"{mode} - off, {METRIC_TITLES[metric].split(' (')[0].lower()}", *fmt])
     return rows
 
@@ -202,58 +239,115 @@ def _pct(x: float | None) -> str:
 def render_markdown(report: Mapping[str, Any]) -> str:
     """report.md: settings, the three metric tables, diagnostics, data hygiene, timing, status."""
     judge = report["judge"]
-    judge_note = ("exact match only (--judge none): equal to EM" if judge == "none"
-                  else f"exact match, else the LLM judge ({judge})")
+    judge_note = (
+        "exact match only (--judge none): equal to EM"
+        if judge == "none"
+        else f"exact match, else the LLM judge ({judge})"
+    )
     bank = report.get("bank")
     lines = [
-        f"# Eval `{report['name']}`", "",
+        f"# Eval `{report['name']}`",
+        "",
         f"- model: `{report['model']}`" + (f" at {report['endpoint']}" if report.get("endpoint") else ""),
         f"- search: {report['search']['backend']} over `{report['search']['corpus']}`, k={report['search']['k']}",
         f"- decoding: {report['decoding']}, at most {report['max_turns']} turns",
         f"- judge: {judge_note}",
-        f"- bank: `{bank['path']}` version {bank['version']}, {bank['n_skills']} skills" if bank else "- bank: none",
-        f"- datasets: {', '.join(report['datasets'])}" + (f" (first {report['limit']} each)" if report.get("limit")
-                                                          else ""),
-        "", "Scores are percentages; `(n)` is the number of questions behind each cell"
+        f"- bank: `{bank['path']}` version {bank['version']}, {bank['n_skills']} skills"
+        if bank
+        else "- bank: none",
+        f"- datasets: {', '.join(report['datasets'])}"
+        + (f" (first {report['limit']} each)" if report.get("limit") else ""),
+        "",
+        "Scores are percentages; `(n)` is the number of questions behind each cell"
         + (" (`n×seeds` with seeds; ± is the std over seeds)" if "seed" in report["decoding"] else "")
-        + ". Mean = unweighted mean of the dataset columns.", "",
+        + ". Mean = unweighted mean of the dataset columns.",
+        "",
     ]
     if not report.get("complete"):
-        lines += [f"**INCOMPLETE: {report['done']} of {report['planned']} rollouts done"
-                  + (f"; stopped: {report['aborted']}" if report.get("aborted") else "")
-                  + ". Rerun the same command to resume.**", ""]
+        lines += [
+            f"**INCOMPLETE: {report['done']} of {report['planned']} rollouts done"
+            + (f"; stopped: {report['aborted']}" if report.get("aborted") else "")
+            + ". Rerun the same command to resume.**",
+            "",
+        ]
     for metric in METRICS:
         title = METRIC_TITLES[metric] + (f" ({judge_note})" if metric == "judge" else "")
         lines += [f"## {title}", "", _md_table(metric_table(report, metric)), ""]
     if any(report.get("vs_off", {}).get("judge", {}).values()):
-        lines += ["## Against mode off", "", ("Paired over the questions both modes answered: the mean difference "
-                  "in points and its bootstrap 95% interval; an interval that holds 0 is no evidence either way."),
-                  "", _md_table(vs_off_table(report)), ""]
+        lines += [
+            "## Against mode off",
+            "",
+            (
+                "Paired over the questions both modes answered: the mean difference "
+                "in points and its bootstrap 95% interval; an interval that holds 0 is no evidence either way."
+            ),
+            "",
+            _md_table(vs_off_table(report)),
+            "",
+        ]
     lines += ["## Diagnostics", "", _md_table(diagnostic_rows(report)), ""]
     lines += hygiene_lines(report.get("hygiene"))
     t = report.get("timing") or {}
     if t:
-        lines += ["## Timing", "",
-                  (f"- this invocation: {t.get('computed', 0)} rollouts computed, {t.get('rejudged', 0)} re-judged, "
-                  f"{t.get('cached', 0)} from cache"
-                  + (f", {t['stale_rerun']} cached ones run again because the bank now gives their questions "
-                     "other skills" if t.get("stale_rerun") else "")),
-                  f"- setup {t.get('setup_s')} s, rollouts {t.get('run_s')} s"
-                  + (f", {t['rollouts_per_minute']} rollouts/minute = {t['questions_per_minute']} questions/minute "
-                     "in every mode and seed" if t.get("rollouts_per_minute") else ""), ""]
+        lines += [
+            "## Timing",
+            "",
+            (
+                f"- this invocation: {t.get('computed', 0)} rollouts computed, {t.get('rejudged', 0)} re-judged, "
+                f"{t.get('cached', 0)} from cache"
+                + (
+                    f", {t['stale_rerun']} cached ones run again because the bank now gives their questions "
+                    "other skills"
+                    if t.get("stale_rerun")
+                    else ""
+                )
+            ),
+            f"- setup {t.get('setup_s')} s, rollouts {t.get('run_s')} s"
+            + (
+                f", {t['rollouts_per_minute']} rollouts/minute = {t['questions_per_minute']} questions/minute "
+                "in every mode and seed"
+                if t.get("rollouts_per_minute")
+                else ""
+            ),
+            "",
+        ]
     return "\n".join(lines)
 
 
 def diagnostic_rows(report: Mapping[str, Any]) -> list[list[str]]:
-    rows = [["bank mode", "records", "answered %", "max_turns", "malformed", "errors", "turns", "searches",
-             "skills/q", "LLM-judged", "judge unavailable"]]
+    rows = [
+        [
+            "bank mode",
+            "records",
+            "answered %",
+            "max_turns",
+            "malformed",
+            "errors",
+            "turns",
+            "searches",
+            "skills/q",
+            "LLM-judged",
+            "judge unavailable",
+        ]
+    ]
     for mode in report["modes"]:
         d = report["diagnostics"][mode]
         st, jm = d["status"], d["judge_method"]
-        rows.append([mode, str(d["records"]), _pct(d["answered_pct"]), str(st.get("max_turns", 0)),
-                     str(st.get("malformed", 0)), str(st.get("error", 0)), _pct(d["mean_turns"]),
-                     _pct(d["mean_searches"]), _pct(d["mean_skills"]), str(jm.get("llm", 0)),
-                     str(jm.get("judge_unavailable", 0))])
+        rows.append(
+            [
+                mode,
+                str(d["records"]),
+                _pct(d["answered_pct"]),
+                str(st.get("max_turns", 0)),
+                str(st.get("malformed", 0)),
+                str(st.get("error", 0)),
+                _pct(d["mean_turns"]),
+                _pct(d["mean_searches"]),
+                _pct(d["mean_skills"]),
+                str(jm.get("llm", 0)),
+                str(jm.get("judge_unavailable", 0)),
+            ]
+        )
     return rows
 
 
@@ -261,12 +355,23 @@ def hygiene_lines(h: Mapping[str, Any] | None) -> list[str]:
     if not h:
         return []
     verdict = "clean" if h["clean"] else "**EVAL QUESTIONS FOUND in training/bank text**"
-    lines = ["## Data hygiene", "", (f"{h['questions']} eval questions checked: {verdict}. A hit is a question "
-             "found as an exact substring, or as whole words after normalization."), ""]
+    lines = [
+        "## Data hygiene",
+        "",
+        (
+            f"{h['questions']} eval questions checked: {verdict}. A hit is a question "
+            "found as an exact substring, or as whole words after normalization."
+        ),
+        "",
+    ]
     for s in h["sections"]:
-        lines.append(f"- {s['source']}: {s['texts']} texts; {s['exact']} exact, {s['normalized']} normalized hits")
+        lines.append(
+            f"- {s['source']}: {s['texts']} texts; {s['exact']} exact, {s['normalized']} normalized hits"
+        )
         for hit in s["hits"][:5]:
-            lines.append(f"  - {hit['dataset']}/{hit['id']} ({hit['match']}, in {hit['source']}): {hit['question']}")
+            lines.append(
+                f"  - {hit['dataset']}/{hit['id']} ({hit['match']}, in {hit['source']}): {hit['question']}"
+            )
     for s in h["not_checked"]:
         lines.append(f"- not checked: {s}")
     return lines + [""]

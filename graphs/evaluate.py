@@ -59,7 +59,6 @@ from sesa_graph.policy.factory import make_judge, make_policy, probe_endpoint  #
 log = logging.getLogger(__name__)
 
 
-
 # ---- planning --------------------------------------------------------------------------------------------
 
 
@@ -89,8 +88,13 @@ class Plan:
     stale: dict[str, int] = field(default_factory=dict)  # mode -> cached records made with other skills
 
 
-def plan_tasks(data: Mapping[str, Sequence[EvalQuestion]], modes: Sequence[str], seeds: Sequence[int | None],
-               store: RecordStore, memories: Mapping[str, Any]) -> Plan:
+def plan_tasks(
+    data: Mapping[str, Sequence[EvalQuestion]],
+    modes: Sequence[str],
+    seeds: Sequence[int | None],
+    store: RecordStore,
+    memories: Mapping[str, Any],
+) -> Plan:
     """Tasks still to do, cached results per dataset, stale cached records, and every key of the plan.
 
     Order: dataset, seed, question, mode -- so concurrent rollouts share sampling settings (a local
@@ -134,8 +138,16 @@ def plan_tasks(data: Mapping[str, Sequence[EvalQuestion]], modes: Sequence[str],
 # ---- running ---------------------------------------------------------------------------------------------
 
 
-def make_record(task: Task, state: Mapping[str, Any] | None, verdict: Verdict | None, *, model: str,
-                bank: Mapping[str, Any] | None, elapsed_s: float, error: str | None = None) -> dict[str, Any]:
+def make_record(
+    task: Task,
+    state: Mapping[str, Any] | None,
+    verdict: Verdict | None,
+    *,
+    model: str,
+    bank: Mapping[str, Any] | None,
+    elapsed_s: float,
+    error: str | None = None,
+) -> dict[str, Any]:
     """The JSONL record of one finished (question, mode, seed)."""
     q, st = task.q, state or {}
     status = st.get("status", "error")
@@ -143,18 +155,33 @@ def make_record(task: Task, state: Mapping[str, Any] | None, verdict: Verdict | 
         status, error = "error", error or f"search_error: {st.get('error')}"
     v = verdict
     return {
-        "key": task.key, "dataset": q.dataset, "id": q.id, "mode": task.mode, "seed": task.seed,
-        "question": q.question, "golds": list(q.golds), "prediction": st.get("final"),
-        "score": v.score if v else 0.0, "em": v.em if v else 0.0, "f1": v.f1 if v else 0.0,
-        "correct": bool(v.correct) if v else False, "judge_method": v.method if v else None,
-        "judge_raw": v.raw if v else None, "status": status, "error": error,
-        "turns": int(st.get("n_turns", 0)), "searches": len(st.get("searches", []) or []),
+        "key": task.key,
+        "dataset": q.dataset,
+        "id": q.id,
+        "mode": task.mode,
+        "seed": task.seed,
+        "question": q.question,
+        "golds": list(q.golds),
+        "prediction": st.get("final"),
+        "score": v.score if v else 0.0,
+        "em": v.em if v else 0.0,
+        "f1": v.f1 if v else 0.0,
+        "correct": bool(v.correct) if v else False,
+        "judge_method": v.method if v else None,
+        "judge_raw": v.raw if v else None,
+        "status": status,
+        "error": error,
+        "turns": int(st.get("n_turns", 0)),
+        "searches": len(st.get("searches", []) or []),
         "queries": [s["query"] for s in st.get("searches", []) or []],
         "trace": [t.get("text", "") for t in st.get("turns", []) or []],
-        "skill_ids": list(task.skill_ids), "skills_sha": skills_sha(task.skills_block),
+        "skill_ids": list(task.skill_ids),
+        "skills_sha": skills_sha(task.skills_block),
         "bank": bank_ref(bank) if task.mode != "off" else None,
         "bank_version": bank["version"] if bank and task.mode != "off" else None,
-        "model": model, "elapsed_s": round(elapsed_s, 3), "time": time.time(),
+        "model": model,
+        "elapsed_s": round(elapsed_s, 3),
+        "time": time.time(),
     }
 
 
@@ -173,10 +200,20 @@ class RunResult:
     keys: list[str] = field(default_factory=list)
 
 
-async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: Judge, solver: SolverConfig,
-                    store: RecordStore, concurrency: int, max_errors: int, bank: Mapping[str, Any] | None = None,
-                    on_record: Callable[[dict[str, Any]], None] | None = None,
-                    result: RunResult | None = None) -> RunResult:
+async def run_tasks(
+    tasks: Sequence[Task],
+    *,
+    policy: Any,
+    search: Any,
+    judge: Judge,
+    solver: SolverConfig,
+    store: RecordStore,
+    concurrency: int,
+    max_errors: int,
+    bank: Mapping[str, Any] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    result: RunResult | None = None,
+) -> RunResult:
     """Run ``tasks`` with up to ``concurrency`` in flight; append each record as it finishes.
 
     Counts go to ``result`` (a new :class:`RunResult` by default), which is up to date even when the
@@ -200,9 +237,19 @@ async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: J
         t0 = time.perf_counter()
         if task.rejudge is not None:
             old = task.rejudge
-            (v,) = await judge.judge_many([JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))])
-            rec = {**old, "score": v.score, "em": v.em, "f1": v.f1, "correct": bool(v.correct),
-                   "judge_method": v.method, "judge_raw": v.raw, "time": time.time()}
+            (v,) = await judge.judge_many(
+                [JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))]
+            )
+            rec = {
+                **old,
+                "score": v.score,
+                "em": v.em,
+                "f1": v.f1,
+                "correct": bool(v.correct),
+                "judge_method": v.method,
+                "judge_raw": v.raw,
+                "time": time.time(),
+            }
             res.rejudged += 1
             return rec
         spec = greedy_spec if task.seed is None else sampled_spec
@@ -213,14 +260,22 @@ async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: J
             raise
         except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume
             log.warning("%s: rollout failed: %s: %s", task.key, type(exc).__name__, exc)
-            return make_record(task, None, None, model=model, bank=bank,
-                               elapsed_s=time.perf_counter() - t0, error=f"{type(exc).__name__}: {exc}")
+            return make_record(
+                task,
+                None,
+                None,
+                model=model,
+                bank=bank,
+                elapsed_s=time.perf_counter() - t0,
+                error=f"{type(exc).__name__}: {exc}",
+            )
         verdict = None
         if state.get("status") != "search_error":
-            (verdict,) = await judge.judge_many([JudgeItem(task.q.question, state.get("final"), list(task.q.golds))])
+            (verdict,) = await judge.judge_many(
+                [JudgeItem(task.q.question, state.get("final"), list(task.q.golds))]
+            )
         res.computed += 1
-        return make_record(task, state, verdict, model=model, bank=bank,
-                           elapsed_s=time.perf_counter() - t0)
+        return make_record(task, state, verdict, model=model, bank=bank, elapsed_s=time.perf_counter() - t0)
 
     async def worker() -> None:
         while res.aborted is None:
@@ -241,10 +296,14 @@ async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: J
             if on_record is not None:
                 on_record(rec)
             if res.errors > max_errors:
-                abort(f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}")
+                abort(
+                    f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}"
+                )
             elif res.judge_unavailable > max_errors:
-                abort(f"{res.judge_unavailable} LLM judgments failed (more than --max-errors {max_errors}): "
-                      "the judge is down or too slow (raise --judge-timeout)")
+                abort(
+                    f"{res.judge_unavailable} LLM judgments failed (more than --max-errors {max_errors}): "
+                    "the judge is down or too slow (raise --judge-timeout)"
+                )
 
     t0 = time.perf_counter()
     workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(tasks))))]
@@ -259,8 +318,9 @@ async def run_tasks(tasks: Sequence[Task], *, policy: Any, search: Any, judge: J
 # ---- construction of the pieces --------------------------------------------------------------------------
 
 
-def open_memories(modes: Sequence[str], bank: Path | None, top_k: int,
-                  encoder: Any = None) -> tuple[dict[str, Any], dict | None, list]:
+def open_memories(
+    modes: Sequence[str], bank: Path | None, top_k: int, encoder: Any = None
+) -> tuple[dict[str, Any], dict | None, list]:
     """SkillMemory per mode over one read-only bank; the bank's identity; its skills (for hygiene).
 
     ``encoder`` defaults to the bank's own embedder (tests pass a fake one)."""
@@ -274,13 +334,18 @@ def open_memories(modes: Sequence[str], bank: Path | None, top_k: int,
         return memories, None, []
     path = bank_dir(bank)
     state = read_state(path)
-    info = {"path": str(path.resolve()), "version": int(state["version"]), "n_skills": int(state["n_skills"]),
-            "embedder": state["embedder"]}
+    info = {
+        "path": str(path.resolve()),
+        "version": int(state["version"]),
+        "n_skills": int(state["n_skills"]),
+        "embedder": state["embedder"],
+    }
     if not any(m != "off" for m in modes):
         return memories, info, live_skills(path)
     # 'static' = retrieval from the bank as it is; nothing is credited (we never call apply_outcomes)
-    cfg = MemoryConfig(mode="static", embedder=state["embedder"], top_k=top_k,
-                       chroma_host=state.get("chroma_host"))
+    cfg = MemoryConfig(
+        mode="static", embedder=state["embedder"], top_k=top_k, chroma_host=state.get("chroma_host")
+    )
     sbank = SkillBank.open(path, cfg, encoder, read_only=True)
     memories["on"] = SkillMemory(cfg, sbank, None)
     memories["placebo"] = SkillMemory(cfg.model_copy(update={"mode": "placebo"}), sbank, None)
@@ -299,9 +364,17 @@ class EvalOutcome:
     setup_s: float
 
 
-async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = None, judge: Judge | None = None,
-                   encoder: Any = None, overwrite: bool = False, progress: Any = None,
-                   on_start: Callable[[dict[str, Any]], None] | None = None) -> EvalOutcome:
+async def evaluate(
+    settings: EvalSettings,
+    *,
+    policy: Any = None,
+    search: Any = None,
+    judge: Judge | None = None,
+    encoder: Any = None,
+    overwrite: bool = False,
+    progress: Any = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
+) -> EvalOutcome:
     """Run an eval end to end: data, bank, hygiene, the rollouts (resuming), the report files.
 
     ``policy``/``search``/``judge`` default to what ``settings`` describes (tests pass scripted ones).
@@ -314,8 +387,12 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     data = load_datasets(settings.datasets, settings.data_dir, settings.limit)
     memories, bank_info, skills = open_memories(settings.bank_modes, settings.bank, settings.top_k, encoder)
     all_q = [q for qs in data.values() for q in qs]
-    hygiene = hygiene_report(all_q, settings.target_pool, skills if settings.bank is not None else None,
-                             bank_label=f"skill bank {bank_info['path']} v{bank_info['version']}" if bank_info else "")
+    hygiene = hygiene_report(
+        all_q,
+        settings.target_pool,
+        skills if settings.bank is not None else None,
+        bank_label=f"skill bank {bank_info['path']} v{bank_info['version']}" if bank_info else "",
+    )
     out_dir = settings.out_dir
     identity = settings.identity()
     check_settings_file(out_dir, identity, overwrite)
@@ -324,12 +401,24 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
     plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
     tasks, cached, keys = plan.tasks, plan.cached, plan.keys
     if plan.stale:
-        log.info("%s: %s cached record(s) were made with other skills than %s gives their questions now; "
-                    "running them again", out_dir, ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
-                    bank_ref(bank_info))
+        log.info(
+            "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
+            "running them again",
+            out_dir,
+            ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
+            bank_ref(bank_info),
+        )
     if on_start is not None:
-        on_start({"datasets": {k: len(v) for k, v in data.items()}, "tasks": len(tasks), "cached": cached,
-                  "stale": plan.stale, "hygiene": hygiene, "bank": bank_info})
+        on_start(
+            {
+                "datasets": {k: len(v) for k, v in data.items()},
+                "tasks": len(tasks),
+                "cached": cached,
+                "stale": plan.stale,
+                "hygiene": hygiene,
+                "bank": bank_info,
+            }
+        )
     need_policy = any(t.rejudge is None for t in tasks) or (bool(tasks) and settings.judge.kind == "policy")
     if search is None and any(t.rejudge is None for t in tasks):
         from tools.backends import make_backend
@@ -340,16 +429,28 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
         policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
     if judge is None:
         judge = make_judge(settings.judge, policy)
-    write_json_atomic(out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")})
+    write_json_atomic(
+        out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")}
+    )
     setup_s = time.perf_counter() - t_setup
     run = RunResult(planned=len(tasks), cached=cached, keys=keys)
     if progress is not None:
         progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
     t_run = time.perf_counter()
     try:
-        await run_tasks(tasks, policy=policy, search=search, judge=judge, solver=settings.solver, store=store,
-                        concurrency=settings.concurrency, max_errors=settings.max_errors, bank=bank_info,
-                        on_record=progress.update if progress is not None else None, result=run)
+        await run_tasks(
+            tasks,
+            policy=policy,
+            search=search,
+            judge=judge,
+            solver=settings.solver,
+            store=store,
+            concurrency=settings.concurrency,
+            max_errors=settings.max_errors,
+            bank=bank_info,
+            on_record=progress.update if progress is not None else None,
+            result=run,
+        )
     except asyncio.CancelledError:  # Ctrl-C: the records are on disk; leave a report that says so
         run.aborted = "interrupted"
         raise
@@ -360,13 +461,26 @@ async def evaluate(settings: EvalSettings, *, policy: Any = None, search: Any = 
         records = [store.latest[k] for k in keys if k in store.latest]
         per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
         rate = 60 * run.computed / run.run_s if run.run_s else None
-        timing = {"setup_s": round(setup_s, 1), "run_s": round(run.run_s, 1), "computed": run.computed,
-                  "rejudged": run.rejudged, "cached": sum(cached.values()),
-                  "stale_rerun": sum(plan.stale.values()),
-                  "rollouts_per_minute": round(rate, 2) if rate is not None else None,
-                  "questions_per_minute": round(rate / per_q, 2) if rate is not None else None}
-        report = build_report(records, settings=settings, datasets=list(data), hygiene=hygiene, bank=bank_info,
-                              timing=timing, aborted=run.aborted, planned=len(keys))
+        timing = {
+            "setup_s": round(setup_s, 1),
+            "run_s": round(run.run_s, 1),
+            "computed": run.computed,
+            "rejudged": run.rejudged,
+            "cached": sum(cached.values()),
+            "stale_rerun": sum(plan.stale.values()),
+            "rollouts_per_minute": round(rate, 2) if rate is not None else None,
+            "questions_per_minute": round(rate / per_q, 2) if rate is not None else None,
+        }
+        report = build_report(
+            records,
+            settings=settings,
+            datasets=list(data),
+            hygiene=hygiene,
+            bank=bank_info,
+            timing=timing,
+            aborted=run.aborted,
+            planned=len(keys),
+        )
         write_report(out_dir, report)
         if "on" in memories:  # 'on' and 'placebo' share one read-only bank
             memories["on"].bank.close()

@@ -52,12 +52,16 @@ async def start(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[s
     return {**initial_state(ids), "target": target, "hops": hops}
 
 
-async def agent(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["search", "agent", "validate"]]:
+async def agent(
+    state: ProposeState, runtime: Runtime[ProposeContext]
+) -> Command[Literal["search", "agent", "validate"]]:
     update, route = await generate_turn(state, _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
-async def search(state: ProposeState, runtime: Runtime[ProposeContext]) -> Command[Literal["agent", "validate"]]:
+async def search(
+    state: ProposeState, runtime: Runtime[ProposeContext]
+) -> Command[Literal["agent", "validate"]]:
     update, route = await run_search(state, _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 

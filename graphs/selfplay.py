@@ -103,16 +103,23 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
     proposal = state["proposal"]
     rcfg = ctx.rewards
     if not proposal.get("valid"):
-        return {"verdicts": [], "success_rate": None, "solver_rewards": [],
-                "proposer_reward": rcfg.format_penalty}
+        return {
+            "verdicts": [],
+            "success_rate": None,
+            "solver_rewards": [],
+            "proposer_reward": rcfg.format_penalty,
+        }
     rollouts = sorted(state.get("rollouts", []), key=lambda r: r["sample"])
     items = [(proposal["final"], r.get("final"), [state["target"]]) for r in rollouts]
     verdicts = await ctx.judge.judge_many(items)
     usable = [v for r, v in zip(rollouts, verdicts) if r["status"] != "search_error"]
     p = rewards.success_rate(v.score for v in usable) if usable else None
     reward = (
-        rewards.proposer_reward(p, rcfg.proposer, lam=rcfg.frontier_lambda, format_penalty=rcfg.format_penalty)
-        if p is not None else 0.0
+        rewards.proposer_reward(
+            p, rcfg.proposer, lam=rcfg.frontier_lambda, format_penalty=rcfg.format_penalty
+        )
+        if p is not None
+        else 0.0
     )
     return {
         "rollouts": [],
@@ -159,8 +166,13 @@ class StepOutput:
 
 
 async def run_step(
-    items: list[dict[str, Any]], ctx: SelfPlayContext, step: int = 0, run: str = "", max_concurrency: int = 8,
-    bank_version: int | None = None, policy_versions: tuple[int, int] = (0, 0),
+    items: list[dict[str, Any]],
+    ctx: SelfPlayContext,
+    step: int = 0,
+    run: str = "",
+    max_concurrency: int = 8,
+    bank_version: int | None = None,
+    policy_versions: tuple[int, int] = (0, 0),
 ) -> StepOutput:
     """Run the self-play graph over a batch of ``{"item_id", "target", "hops"}`` and collect records."""
     for it in items:
@@ -175,8 +187,13 @@ async def run_step(
 
 
 def collect(
-    items: list[dict[str, Any]], finals: list[dict[str, Any]], step: int, run: str,
-    bank_version: int | None, policy_versions: tuple[int, int], judge: Judge,
+    items: list[dict[str, Any]],
+    finals: list[dict[str, Any]],
+    step: int,
+    run: str,
+    bank_version: int | None,
+    policy_versions: tuple[int, int],
+    judge: Judge,
 ) -> StepOutput:
     proposer, solver, failures, outcomes = [], [], [], []
     reasons: Counter[str] = Counter()
@@ -187,35 +204,73 @@ def collect(
         question = prop.get("final") or ""
         reused = bool(prop.get("reused"))
         if not reused:
-                proposer.append(Trajectory.from_state(
-                "proposer", prop, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:p", question=question,
-                target=it["target"], hops=it.get("hops", 1), valid=bool(prop.get("valid")),
-                invalid_reason=prop.get("invalid_reason"), reward=out["proposer_reward"],
-                success_rate=out.get("success_rate"), policy_version=policy_versions[0],
-            ))
+            proposer.append(
+                Trajectory.from_state(
+                    "proposer",
+                    prop,
+                    run=run,
+                    step=step,
+                    question_id=qid,
+                    group_id=f"{step}:{qid}:p",
+                    question=question,
+                    target=it["target"],
+                    hops=it.get("hops", 1),
+                    valid=bool(prop.get("valid")),
+                    invalid_reason=prop.get("invalid_reason"),
+                    reward=out["proposer_reward"],
+                    success_rate=out.get("success_rate"),
+                    policy_version=policy_versions[0],
+                )
+            )
         if not prop.get("valid"):
             reasons[prop.get("invalid_reason") or "unknown"] += 1
             continue
-        for r, v, rew in zip(sorted(out["rollouts"], key=lambda r: r["sample"]), out["verdicts"], out["solver_rewards"]):
+        for r, v, rew in zip(
+            sorted(out["rollouts"], key=lambda r: r["sample"]), out["verdicts"], out["solver_rewards"]
+        ):
             statuses[r["status"]] += 1
             t = Trajectory.from_state(
-                "solver", r, run=run, step=step, question_id=qid, group_id=f"{step}:{qid}:s", sample=r["sample"],
-                question=question, target=it["target"], hops=it.get("hops", 1), skill_ids=out.get("skill_ids", []),
-                skill_bank_version=bank_version, verdict_json=_json(v), correct=v["correct"], reward=rew,
-                success_rate=out["success_rate"], trainable=r["status"] != "search_error",
-                reused=reused, policy_version=policy_versions[1],
+                "solver",
+                r,
+                run=run,
+                step=step,
+                question_id=qid,
+                group_id=f"{step}:{qid}:s",
+                sample=r["sample"],
+                question=question,
+                target=it["target"],
+                hops=it.get("hops", 1),
+                skill_ids=out.get("skill_ids", []),
+                skill_bank_version=bank_version,
+                verdict_json=_json(v),
+                correct=v["correct"],
+                reward=rew,
+                success_rate=out["success_rate"],
+                trainable=r["status"] != "search_error",
+                reused=reused,
+                policy_version=policy_versions[1],
             )
             solver.append(t)
             outcomes.append((t.skill_ids, bool(v["correct"]), t.status))
             if not v["correct"] and t.status == "answered" and t.n_searches > 0:
-                failures.append({
-                    "question": question, "answer": t.final, "golds": [it["target"]],
-                    "searches": [s["query"] for s in t.searches], "retrieved_skill_ids": t.skill_ids,
-                    "status": t.status, "correct": False, "step": step, "question_id": qid,
-                })
+                failures.append(
+                    {
+                        "question": question,
+                        "answer": t.final,
+                        "golds": [it["target"]],
+                        "searches": [s["query"] for s in t.searches],
+                        "retrieved_skill_ids": t.skill_ids,
+                        "status": t.status,
+                        "correct": False,
+                        "step": step,
+                        "question_id": qid,
+                    }
+                )
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]
     # every solver group counts for the frontier, reused questions included
-    rates = [o["success_rate"] for o in finals if o["proposal"].get("valid") and o.get("success_rate") is not None]
+    rates = [
+        o["success_rate"] for o in finals if o["proposal"].get("valid") and o.get("success_rate") is not None
+    ]
     metrics = {
         "step": step,
         "items": sum(1 for o in finals if not o["proposal"].get("reused")),

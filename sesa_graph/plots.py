@@ -21,20 +21,51 @@ from matplotlib.ticker import MaxNLocator
 
 from sesa_graph.runs import Eval, Run, missing, truthy
 
-KIND_ORDER = ("correct", "wrong_gold_retrieved", "wrong_gold_not_retrieved", "wrong_retrieval_unknown",
-              "max_turns", "malformed", "search_error", "error")
-KIND_COLOURS = {"correct": "#2da44e", "wrong_gold_retrieved": "#fb8f44", "wrong_gold_not_retrieved": "#bc4c00",
-                "wrong_retrieval_unknown": "#d4a72c", "max_turns": "#8250df", "malformed": "#cf222e",
-                "search_error": "#6e7781", "error": "#24292f"}
-KIND_LABELS = {"correct": "correct", "wrong_gold_retrieved": "wrong, gold retrieved",
-               "wrong_gold_not_retrieved": "wrong, gold never retrieved",
-               "wrong_retrieval_unknown": "wrong (docs not recorded)", "max_turns": "max turns", "malformed": "malformed", "search_error": "search error", "error": "error"}
+KIND_ORDER = (
+    "correct",
+    "wrong_gold_retrieved",
+    "wrong_gold_not_retrieved",
+    "wrong_retrieval_unknown",
+    "max_turns",
+    "malformed",
+    "search_error",
+    "error",
+)
+KIND_COLOURS = {
+    "correct": "#2da44e",
+    "wrong_gold_retrieved": "#fb8f44",
+    "wrong_gold_not_retrieved": "#bc4c00",
+    "wrong_retrieval_unknown": "#d4a72c",
+    "max_turns": "#8250df",
+    "malformed": "#cf222e",
+    "search_error": "#6e7781",
+    "error": "#24292f",
+}
+KIND_LABELS = {
+    "correct": "correct",
+    "wrong_gold_retrieved": "wrong, gold retrieved",
+    "wrong_gold_not_retrieved": "wrong, gold never retrieved",
+    "wrong_retrieval_unknown": "wrong (docs not recorded)",
+    "max_turns": "max turns",
+    "malformed": "malformed",
+    "search_error": "search error",
+    "error": "error",
+}
 MODE_COLOURS = {"off": "#8c959f", "on": "#0969da", "placebo": "#d4a72c"}
 PROPOSER, SOLVER = "#8250df", "#0969da"
 
-_RC = {"axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-       "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "legend.fontsize": 8,
-       "legend.frameon": False, "figure.dpi": 100}
+_RC = {
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "figure.dpi": 100,
+}
 
 
 @contextmanager
@@ -75,11 +106,20 @@ def fig_rewards(run: Run) -> Any:
         return None
     with _style():
         fig, ax = _figure()
-        for col, label, c in (("proposer_reward_mean", "proposer", PROPOSER), ("solver_reward_mean", "solver", SOLVER)):
+        for col, label, c in (
+            ("proposer_reward_mean", "proposer", PROPOSER),
+            ("solver_reward_mean", "solver", SOLVER),
+        ):
             y = pd.to_numeric(m[col], errors="coerce")
             if len(m) > 20:
                 ax.plot(m["step"], y, color=c, alpha=0.25, lw=1)
-                ax.plot(m["step"], y.rolling(10, min_periods=1).mean(), color=c, lw=2, label=f"{label} (10-step mean)")
+                ax.plot(
+                    m["step"],
+                    y.rolling(10, min_periods=1).mean(),
+                    color=c,
+                    lw=2,
+                    label=f"{label} (10-step mean)",
+                )
             else:
                 ax.plot(m["step"], y, "o-", color=c, label=label)
         ax.axhline(0, color="#57606a", lw=0.8)
@@ -102,11 +142,20 @@ def fig_proposals(run: Run) -> Any:
         ax.bar(m["step"], invalid, bottom=valid, color="#cf222e", alpha=0.75, label="invalid")
         reused = pd.to_numeric(m["reused_groups"], errors="coerce").fillna(0)
         if reused.sum():
-            ax.plot(m["step"][reused > 0], reused[reused > 0], "D", color="#24292f", ms=5,
-                    label="solver groups from the reuse pool")
+            ax.plot(
+                m["step"][reused > 0],
+                reused[reused > 0],
+                "D",
+                color="#24292f",
+                ms=5,
+                label="solver groups from the reuse pool",
+            )
         rate = pd.to_numeric(m["valid_rate"], errors="coerce").mean()
-        ax.set(title=f"Proposals per step (valid rate {fmt_num(rate * 100, '{:.0f}')}% overall)", xlabel="step",
-               ylabel="proposals")
+        ax.set(
+            title=f"Proposals per step (valid rate {fmt_num(rate * 100, '{:.0f}')}% overall)",
+            xlabel="step",
+            ylabel="proposals",
+        )
         _int_x(ax)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
@@ -137,14 +186,23 @@ def solver_groups(run: Run) -> pd.DataFrame:
         return pd.DataFrame(columns=["step", "group_id", "p", "reused", "hops", "selected"])
     if "selected" not in df:
         df = df.assign(selected=True)
-    return df.groupby(["step", "group_id"], sort=True).agg(
-        p=("correct", lambda c: sum(map(truthy, c)) / len(c)), reused=("reused", "first"),
-        hops=("hops", "first"), selected=("selected", lambda s: bool(any(map(truthy, s))))).reset_index()
+    return (
+        df.groupby(["step", "group_id"], sort=True)
+        .agg(
+            p=("correct", lambda c: sum(map(truthy, c)) / len(c)),
+            reused=("reused", "first"),
+            hops=("hops", "first"),
+            selected=("selected", lambda s: bool(any(map(truthy, s)))),
+        )
+        .reset_index()
+    )
 
 
-_P_CLASSES = (("p = 0 (too hard)", "#cf222e", lambda p: p == 0),
-              ("0 < p < 1 (frontier)", "#2da44e", lambda p: (p > 0) & (p < 1)),
-              ("p = 1 (too easy)", "#0969da", lambda p: p == 1))
+_P_CLASSES = (
+    ("p = 0 (too hard)", "#cf222e", lambda p: p == 0),
+    ("0 < p < 1 (frontier)", "#2da44e", lambda p: (p > 0) & (p < 1)),
+    ("p = 1 (too easy)", "#0969da", lambda p: p == 1),
+)
 
 
 def fig_frontier(run: Run) -> Any:
@@ -164,8 +222,11 @@ def fig_frontier(run: Run) -> Any:
         if not g["selected"].all():  # some groups were run beyond the batch (resampling): show what trained
             n = g[frontier & g["selected"]].groupby("step").size().reindex(steps, fill_value=0)
             ax.plot(steps, n, "D", color="#24292f", ms=5, label="frontier groups in the trainer's batch")
-        ax.set(title=f"Solver groups by success rate (frontier {frontier.mean():.0%})", xlabel="step",
-               ylabel="groups")
+        ax.set(
+            title=f"Solver groups by success rate (frontier {frontier.mean():.0%})",
+            xlabel="step",
+            ylabel="groups",
+        )
         _int_x(ax)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
@@ -180,8 +241,12 @@ def fig_success_hist(run: Run) -> Any:
         fig, ax = _figure()
         ax.hist(g["p"], bins=[i / 10 - 0.05 for i in range(12)], color=SOLVER, rwidth=0.85)
         reused = int(g["reused"].map(truthy).sum())
-        ax.set(title=f"Group success rate p ({len(g)} groups, {reused} from the reuse pool)",
-               xlabel="success rate p", ylabel="groups", xlim=(-0.08, 1.08))
+        ax.set(
+            title=f"Group success rate p ({len(g)} groups, {reused} from the reuse pool)",
+            xlabel="success rate p",
+            ylabel="groups",
+            xlim=(-0.08, 1.08),
+        )
     return fig
 
 
@@ -224,13 +289,30 @@ def fig_bank(run: Run) -> Any:
         ax.plot(m["step"], size, "o-" if len(m) <= 40 else "-", color="#1f883d", label="skills in the bank")
         ax.set(title="Skill bank", xlabel="step", ylabel="skills", ylim=(0, max(10.0, size.max() * 1.15)))
         _int_x(ax)
-        c = m[pd.to_numeric(m["consolidation_admitted"], errors="coerce").fillna(0)
-              + pd.to_numeric(m["consolidation_evicted"], errors="coerce").fillna(0) > 0]
+        c = m[
+            pd.to_numeric(m["consolidation_admitted"], errors="coerce").fillna(0)
+            + pd.to_numeric(m["consolidation_evicted"], errors="coerce").fillna(0)
+            > 0
+        ]
         if len(c):
             a2 = ax.twinx()
             w = 0.4
-            a2.bar(c["step"] - w / 2, c["consolidation_admitted"], width=w, color="#2da44e", alpha=0.5, label="admitted")
-            a2.bar(c["step"] + w / 2, c["consolidation_evicted"], width=w, color="#cf222e", alpha=0.5, label="evicted")
+            a2.bar(
+                c["step"] - w / 2,
+                c["consolidation_admitted"],
+                width=w,
+                color="#2da44e",
+                alpha=0.5,
+                label="admitted",
+            )
+            a2.bar(
+                c["step"] + w / 2,
+                c["consolidation_evicted"],
+                width=w,
+                color="#cf222e",
+                alpha=0.5,
+                label="evicted",
+            )
             a2.set_ylabel("skills per consolidation")
             top = max(c["consolidation_admitted"].max(), c["consolidation_evicted"].max())
             a2.set_ylim(0, top * 2.5)  # keep the bars in the lower part, under the size line
@@ -250,7 +332,9 @@ def fig_hops(run: Run) -> Any:
     p = run.rollouts("proposer")
     if p.empty:
         return None
-    p = p.assign(valid=p["valid"].map(truthy), hops=pd.to_numeric(p["hops"], errors="coerce").fillna(0).astype(int))
+    p = p.assign(
+        valid=p["valid"].map(truthy), hops=pd.to_numeric(p["hops"], errors="coerce").fillna(0).astype(int)
+    )
     hops = sorted(p["hops"].unique())
     valid = p[p["valid"]].groupby("hops").size().reindex(hops, fill_value=0)
     invalid = p[~p["valid"]].groupby("hops").size().reindex(hops, fill_value=0)
@@ -269,14 +353,18 @@ def fig_hops_success(run: Run) -> Any:
     s = run.rollouts("solver")
     if s.empty:
         return None
-    s = s.assign(hops=pd.to_numeric(s["hops"], errors="coerce").fillna(0).astype(int),
-                 ok=s["correct"].map(truthy).astype(float))
+    s = s.assign(
+        hops=pd.to_numeric(s["hops"], errors="coerce").fillna(0).astype(int),
+        ok=s["correct"].map(truthy).astype(float),
+    )
     by = s.groupby("hops")["ok"].agg(["mean", "size"])
     with _style():
         fig, ax = _figure()
         ax.bar(by.index, by["mean"], color=SOLVER, width=0.6)
         for h, row in by.iterrows():
-            ax.text(h, row["mean"] + 0.02, f"{row['mean']:.0%} of {int(row['size'])}", ha="center", fontsize=8)
+            ax.text(
+                h, row["mean"] + 0.02, f"{row['mean']:.0%} of {int(row['size'])}", ha="center", fontsize=8
+            )
         ax.set(title="Solver success by hop count", xlabel="hops", ylabel="share correct", ylim=(0, 1.1))
         ax.set_xticks(list(by.index))
     return fig
@@ -301,9 +389,16 @@ def fig_skills(run: Run, top: int = 12) -> Any:
 
 
 RUN_FIGURES: dict[str, Callable[[Run], Any]] = {
-    "rewards": fig_rewards, "proposals": fig_proposals, "frontier": fig_frontier,
-    "success_hist": fig_success_hist, "outcomes": fig_outcomes, "bank": fig_bank, "hops": fig_hops,
-    "hops_success": fig_hops_success, "invalid_reasons": fig_invalid_reasons, "skills": fig_skills,
+    "rewards": fig_rewards,
+    "proposals": fig_proposals,
+    "frontier": fig_frontier,
+    "success_hist": fig_success_hist,
+    "outcomes": fig_outcomes,
+    "bank": fig_bank,
+    "hops": fig_hops,
+    "hops_success": fig_hops_success,
+    "invalid_reasons": fig_invalid_reasons,
+    "skills": fig_skills,
 }
 
 
@@ -328,8 +423,11 @@ def fig_eval_scores(ev: Eval, metric: str = "score") -> Any:
                     ax.text(xi, v + 0.5, f"{v:.0f}\nn={n}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(t)), list(t["dataset"]))
         top = pd.to_numeric(t[modes].stack(), errors="coerce").max()
-        ax.set(title=f"Eval {ev.name}: {metric} per dataset and bank mode", ylabel=f"{metric} (%)",
-               ylim=(0, max(10.0, (0 if missing(top) else top) * 1.3)))
+        ax.set(
+            title=f"Eval {ev.name}: {metric} per dataset and bank mode",
+            ylabel=f"{metric} (%)",
+            ylim=(0, max(10.0, (0 if missing(top) else top) * 1.3)),
+        )
         ax.legend()
     return fig
 

@@ -149,6 +149,7 @@ Gold answers: {gold_answers}
 Predicted answer: {prediction}
 Reply with one word: Correct or Wrong."""
 
+
 def render_judge_prompt(question: str, golds: Sequence[str], prediction: str) -> str:
     return JUDGE_PROMPT.format(
         question=escape(question),
@@ -188,8 +189,13 @@ def render_distiller_system(categories: Sequence[str]) -> str:
     return DISTILLER_SYSTEM.format(categories=", ".join(categories))
 
 
-def render_distiller_user(question: str, golds: Sequence[str], answer: str | None, searches: Sequence[str],
-                          skills: Sequence[SkillText | tuple]) -> str:
+def render_distiller_user(
+    question: str,
+    golds: Sequence[str],
+    answer: str | None,
+    searches: Sequence[str],
+    skills: Sequence[SkillText | tuple],
+) -> str:
     """One failure for the distiller; ``skills`` are the retrieved skills that did not help."""
     shown = "\n".join(render_skill(i, s) for i, s in enumerate(skills, 1)) or DISTILLER_NO_SKILLS
     return DISTILLER_USER.format(

@@ -56,14 +56,21 @@ def _e(x: Any) -> str:
 def _table(head: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
     h = "".join(f"<th>{_e(c)}</th>" for c in head)
-    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
 def _tiles(items: list[tuple[str, str]]) -> str:
-    return '<div class="tiles">' + "".join(f'<div class="tile"><b>{_e(v)}</b><span>{_e(k)}</span></div>'
-                                           for k, v in items) + "</div>"
+    return (
+        '<div class="tiles">'
+        + "".join(f'<div class="tile"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in items)
+        + "</div>"
+    )
 
 
 def _save_figures(figures: dict[str, Callable], obj: Any, out: Path) -> tuple[list[str], list[str]]:
@@ -94,10 +101,18 @@ def _taxonomy(df: pd.DataFrame, by: str | None = None) -> str:
             n = int((sub["failure"] == kind).sum())
             what = FAILURE_KINDS.get(kind, "") if kind != "correct" else "answered correctly"
             final = ex["final"] if isinstance(ex["final"], str) else "(none)"
-            example = (f"<code>{_e(ex['id'])}</code><br>Q: {_e(str(ex['question'])[:160])}<br>"
-                       f"A: {_e(final)} · gold: {_e(' | '.join(ex['golds']))}")
+            example = (
+                f"<code>{_e(ex['id'])}</code><br>Q: {_e(str(ex['question'])[:160])}<br>"
+                f"A: {_e(final)} · gold: {_e(' | '.join(ex['golds']))}"
+            )
             label = f'<span style="color:{KIND_COLOURS[kind]}">■</span> {_e(KIND_LABELS[kind])}'
-            cells = ([_e(key)] if by else []) + [label, n, f"{100 * n / (total or len(sub)):.0f}%", _e(what), example]
+            cells = ([_e(key)] if by else []) + [
+                label,
+                n,
+                f"{100 * n / (total or len(sub)):.0f}%",
+                _e(what),
+                example,
+            ]
             rows.append(cells)
     head = ([by] if by else []) + ["outcome", "rollouts", "share", "meaning", "first example"]
     off = 1 if by else 0
@@ -113,24 +128,34 @@ def _examples(obj: Run | Eval, df: pd.DataFrame, limit: int = 6) -> str:
             body = obj.trace(rid).to_html()
         except (KeyError, ValueError) as exc:
             body = f"<p>{_e(exc)}</p>"
-        parts.append(f"<details{' open' if not parts else ''}><summary><b>{_e(KIND_LABELS[kind])}</b>: "
-                     f"<code>{_e(rid)}</code></summary>{body}</details>")
+        parts.append(
+            f"<details{' open' if not parts else ''}><summary><b>{_e(KIND_LABELS[kind])}</b>: "
+            f"<code>{_e(rid)}</code></summary>{body}</details>"
+        )
     return "".join(parts) or '<p class="muted">no rollouts yet</p>'
 
 
 def _figs_html(saved: list[str], empty: list[str], captions: dict[str, str]) -> str:
-    imgs = "".join(f'<figure style="margin:0"><img src="plots/{n}.png" alt="{_e(captions.get(n, n))}">'
-                   f'<figcaption class="muted">{_e(captions.get(n, ""))}</figcaption></figure>' for n in saved)
-    note = (f'<p class="muted">nothing to plot yet for: {"; ".join(captions.get(n, n) for n in empty)}</p>'
-            if empty else "")
+    imgs = "".join(
+        f'<figure style="margin:0"><img src="plots/{n}.png" alt="{_e(captions.get(n, n))}">'
+        f'<figcaption class="muted">{_e(captions.get(n, ""))}</figcaption></figure>'
+        for n in saved
+    )
+    note = (
+        f'<p class="muted">nothing to plot yet for: {"; ".join(captions.get(n, n) for n in empty)}</p>'
+        if empty
+        else ""
+    )
     return f'<div class="figs">{imgs}</div>{note}'
 
 
 def _page(title: str, body: str) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M")
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title><style>{_CSS}</style>'
-            f'</head><body>{body}<p class="muted" style="margin-top:24px">written by <code>sesa report</code> '
-            f"at {stamp}; the plots are in <code>plots/</code>.</p></body></html>")
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title><style>{_CSS}</style>'
+        f'</head><body>{body}<p class="muted" style="margin-top:24px">written by <code>sesa report</code> '
+        f"at {stamp}; the plots are in <code>plots/</code>.</p></body></html>"
+    )
 
 
 def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
@@ -146,70 +171,156 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
     frontier = f"{100 * ((groups['p'] > 0) & (groups['p'] < 1)).mean():.0f}%" if len(groups) else "–"
     bank = pd.to_numeric(m["bank_size"], errors="coerce") if len(m) else pd.Series(dtype=float)
     guided_failed = select_guided_failed(solver)
-    tiles = [("steps committed" + (f" of {planned}" if planned else ""), str(len(steps))),
-             ("valid-proposal rate", fmt_num(pd.to_numeric(m["valid_rate"], errors="coerce").mean() * 100, "{:.0f}%")
-              if len(m) else "–"), ("proposer reward (mean)", mean("proposer_reward_mean")),
-             ("solver reward (mean)", mean("solver_reward_mean")), ("frontier groups (0<p<1)", frontier),
-             ("solver rollouts correct", f"{int(solver['correct'].map(truthy).sum())} / {len(solver)}"),
-             ("skill bank size", f"{fmt_num(bank.iloc[0], '{:.0f}')} → {fmt_num(bank.iloc[-1], '{:.0f}')}" if len(bank) else "–"),
-             ("guided but failed", str(len(guided_failed)))]
+    tiles = [
+        ("steps committed" + (f" of {planned}" if planned else ""), str(len(steps))),
+        (
+            "valid-proposal rate",
+            fmt_num(pd.to_numeric(m["valid_rate"], errors="coerce").mean() * 100, "{:.0f}%")
+            if len(m)
+            else "–",
+        ),
+        ("proposer reward (mean)", mean("proposer_reward_mean")),
+        ("solver reward (mean)", mean("solver_reward_mean")),
+        ("frontier groups (0<p<1)", frontier),
+        ("solver rollouts correct", f"{int(solver['correct'].map(truthy).sum())} / {len(solver)}"),
+        (
+            "skill bank size",
+            f"{fmt_num(bank.iloc[0], '{:.0f}')} → {fmt_num(bank.iloc[-1], '{:.0f}')}" if len(bank) else "–",
+        ),
+        ("guided but failed", str(len(guided_failed))),
+    ]
     if summary.get("wall_s"):
         tiles.append(("wall time", f"{summary['wall_s'] / 60:.1f} min"))
     sp, pp = cfg.get("solver_policy") or {}, cfg.get("proposer_policy") or {}
     sc, se = cfg.get("solver") or {}, cfg.get("search") or {}
-    setup = (f"solver <code>{_e(sp.get('model'))}</code> ({_e(sp.get('backend'))}), proposer <code>"
-             f"{_e(pp.get('model'))}</code>; search {_e(se.get('backend'))} over {_e(se.get('corpus'))} (k={_e(se.get('k'))}); "
-             f"group size {_e(sc.get('group_size'))}, at most {_e(sc.get('max_turns'))} turns; memory mode "
-             f"<b>{_e(mem)}</b>; judge {_e((cfg.get('judge') or {}).get('kind'))}")
-    body = [f'<h1>Run {_e(run.name)} <span class="pill" style="background:{state[1]}">{state[0]}</span></h1>',
-            f'<div class="muted">{_e(run.path.resolve())}</div><p>{setup}</p>']
+    setup = (
+        f"solver <code>{_e(sp.get('model'))}</code> ({_e(sp.get('backend'))}), proposer <code>"
+        f"{_e(pp.get('model'))}</code>; search {_e(se.get('backend'))} over {_e(se.get('corpus'))} (k={_e(se.get('k'))}); "
+        f"group size {_e(sc.get('group_size'))}, at most {_e(sc.get('max_turns'))} turns; memory mode "
+        f"<b>{_e(mem)}</b>; judge {_e((cfg.get('judge') or {}).get('kind'))}"
+    )
+    body = [
+        f'<h1>Run {_e(run.name)} <span class="pill" style="background:{state[1]}">{state[0]}</span></h1>',
+        f'<div class="muted">{_e(run.path.resolve())}</div><p>{setup}</p>',
+    ]
     if pending:
-        which = f"step {pending[0]} has" if len(pending) == 1 else f"steps {', '.join(map(str, pending))} have"
-        body.append(f'<div class="note">{which} trajectories but no metrics line yet (not committed); left out '
-                    "below.</div>")
+        which = (
+            f"step {pending[0]} has" if len(pending) == 1 else f"steps {', '.join(map(str, pending))} have"
+        )
+        body.append(
+            f'<div class="note">{which} trajectories but no metrics line yet (not committed); left out '
+            "below.</div>"
+        )
     if not steps:
-        body.append('<div class="note">no step is committed yet: the plots and tables fill in as the run goes.</div>')
+        body.append(
+            '<div class="note">no step is committed yet: the plots and tables fill in as the run goes.</div>'
+        )
     body.append(_tiles(tiles))
-    caps = {"rewards": "mean reward per step of both policies",
-            "proposals": "proposals per step; groups the solver got from the reuse pool instead",
-            "frontier": "solver groups per step: the proposer is rewarded for the frontier (0 < p < 1)",
-            "success_hist": "distribution of the solver group success rate",
-            "outcomes": "how solver rollouts ended (failure taxonomy)", "bank": "skill-bank size and consolidations",
-            "hops": "proposer questions by hop count", "hops_success": "solver success by hop count",
-            "invalid_reasons": "why proposals were invalid", "skills": "most retrieved skills: helpful vs hurt"}
+    caps = {
+        "rewards": "mean reward per step of both policies",
+        "proposals": "proposals per step; groups the solver got from the reuse pool instead",
+        "frontier": "solver groups per step: the proposer is rewarded for the frontier (0 < p < 1)",
+        "success_hist": "distribution of the solver group success rate",
+        "outcomes": "how solver rollouts ended (failure taxonomy)",
+        "bank": "skill-bank size and consolidations",
+        "hops": "proposer questions by hop count",
+        "hops_success": "solver success by hop count",
+        "invalid_reasons": "why proposals were invalid",
+        "skills": "most retrieved skills: helpful vs hurt",
+    }
     body += ["<h2>Plots</h2>", _figs_html(saved, empty, caps)]
     n_guided = int(solver["skill_ids"].map(len).gt(0).sum()) if len(solver) else 0
-    body += ["<h2>How solver rollouts ended</h2>", _taxonomy(solver),
-             (f'<p class="muted">guided but failed (skills in the prompt, not correct): {len(guided_failed)} of '
-              f"{n_guided} guided rollouts.</p>")]
+    body += [
+        "<h2>How solver rollouts ended</h2>",
+        _taxonomy(solver),
+        (
+            f'<p class="muted">guided but failed (skills in the prompt, not correct): {len(guided_failed)} of '
+            f"{n_guided} guided rollouts.</p>"
+        ),
+    ]
     sk = run.skills()
     if len(sk) and sk["retrieved"].sum() > 0:
         used = sk[sk["retrieved"] > 0]
-        rows = lambda d: [[f"<code>{_e(r.id)}</code>", _e(r.category), r.retrieved, r.helpful, r.hurt, r.score,
-                           _e(str(r.description)[:140])] for r in d.itertuples()]
+        rows = lambda d: [
+            [
+                f"<code>{_e(r.id)}</code>",
+                _e(r.category),
+                r.retrieved,
+                r.helpful,
+                r.hurt,
+                r.score,
+                _e(str(r.description)[:140]),
+            ]
+            for r in d.itertuples()
+        ]
         head = ["skill", "category", "retrieved", "helpful", "hurt", "helpful - hurt", "description"]
-        body += ["<h2>Skills</h2><p><b>most helpful</b></p>",
-                 _table(head, rows(used.sort_values(["score", "retrieved"], ascending=False).head(5)), {2, 3, 4, 5}),
-                 "<p><b>most harmful</b></p>",
-                 _table(head, rows(used.sort_values(["score", "retrieved"], ascending=[True, False]).head(5)), {2, 3, 4, 5})]
+        body += [
+            "<h2>Skills</h2><p><b>most helpful</b></p>",
+            _table(
+                head, rows(used.sort_values(["score", "retrieved"], ascending=False).head(5)), {2, 3, 4, 5}
+            ),
+            "<p><b>most harmful</b></p>",
+            _table(
+                head,
+                rows(used.sort_values(["score", "retrieved"], ascending=[True, False]).head(5)),
+                {2, 3, 4, 5},
+            ),
+        ]
     hist = run.bank_history()
     if len(hist) > 1:
-        body += ["<h2>Bank versions</h2>", _table(
-            ["version", "step", "skills", "admitted", "evicted", "rejected", "error"],
-            [[r.version, r.step, r.n_skills, r.admitted, r.evicted, r.rejected, _e(r.error or "")]
-             for r in hist.itertuples()], {0, 1, 2, 3, 4, 5})]
+        body += [
+            "<h2>Bank versions</h2>",
+            _table(
+                ["version", "step", "skills", "admitted", "evicted", "rejected", "error"],
+                [
+                    [r.version, r.step, r.n_skills, r.admitted, r.evicted, r.rejected, _e(r.error or "")]
+                    for r in hist.itertuples()
+                ],
+                {0, 1, 2, 3, 4, 5},
+            ),
+        ]
     if len(m):
         rows = []
         for r in m.tail(12).to_dict("records"):
-            c = (f"v{int(r['consolidation_version'])}: +{int(r['consolidation_admitted'])} "
-                 f"−{int(r['consolidation_evicted'])}") if pd.notna(r.get("consolidation_version")) else ""
-            rows.append([r["step"], f"{r.get('valid_proposals', 0)}/{r.get('items', 0)}", r.get("reused_groups", 0),
-                         fmt_num(r.get("proposer_reward_mean")), fmt_num(r.get("solver_reward_mean")),
-                         _e(", ".join(f"{k} {v}" for k, v in (r.get("solver_status") or {}).items())),
-                         r.get("bank_size", ""), _e(c), fmt_num(r.get("seconds"), "{:.0f}")])
-        body += [f"<h2>Last {len(rows)} steps</h2>", _table(
-            ["step", "valid", "reused", "R proposer", "R solver", "solver status", "bank", "consolidation", "s"],
-            rows, {0, 2, 3, 4, 6, 8})]
+            c = (
+                (
+                    f"v{int(r['consolidation_version'])}: +{int(r['consolidation_admitted'])} "
+                    f"−{int(r['consolidation_evicted'])}"
+                )
+                if pd.notna(r.get("consolidation_version"))
+                else ""
+            )
+            rows.append(
+                [
+                    r["step"],
+                    f"{r.get('valid_proposals', 0)}/{r.get('items', 0)}",
+                    r.get("reused_groups", 0),
+                    fmt_num(r.get("proposer_reward_mean")),
+                    fmt_num(r.get("solver_reward_mean")),
+                    _e(", ".join(f"{k} {v}" for k, v in (r.get("solver_status") or {}).items())),
+                    r.get("bank_size", ""),
+                    _e(c),
+                    fmt_num(r.get("seconds"), "{:.0f}"),
+                ]
+            )
+        body += [
+            f"<h2>Last {len(rows)} steps</h2>",
+            _table(
+                [
+                    "step",
+                    "valid",
+                    "reused",
+                    "R proposer",
+                    "R solver",
+                    "solver status",
+                    "bank",
+                    "consolidation",
+                    "s",
+                ],
+                rows,
+                {0, 2, 3, 4, 6, 8},
+            ),
+        ]
     body += ["<h2>Example rollouts (one per outcome; click to open)</h2>", _examples(run, solver)]
     if len(prop):
         body.append(_examples_proposer(run, prop))
@@ -230,8 +341,10 @@ def _examples_proposer(run: Run, prop: pd.DataFrame) -> str:
     for label, d in (("valid proposal", v), ("invalid proposal", inv)):
         if len(d):
             rid = d.iloc[0]["id"]
-            parts.append(f"<details><summary><b>{label}</b>: <code>{_e(rid)}</code></summary>"
-                         f"{run.trace(rid).to_html()}</details>")
+            parts.append(
+                f"<details><summary><b>{label}</b>: <code>{_e(rid)}</code></summary>"
+                f"{run.trace(rid).to_html()}</details>"
+            )
     return "".join(parts)
 
 
@@ -240,31 +353,67 @@ def _eval_page(ev: Eval, saved: list[str], empty: list[str]) -> str:
     state = ("complete", "#1a7f37") if ev.finished else ("incomplete", "#bf8700")
     policy = (st.get("policy") or {}).get("model") or rep.get("model")
     bank = rep.get("bank") or {}
-    body = [f'<h1>Eval {_e(ev.name)} <span class="pill" style="background:{state[1]}">{state[0]}</span></h1>',
-            f'<div class="muted">{_e(ev.path.resolve())}</div>',
-            f"<p>model <code>{_e(policy)}</code>; bank modes {_e(', '.join(st.get('bank_modes') or rep.get('modes') or []))}"
-            + (f"; bank <code>{_e(bank.get('path'))}</code> v{_e(bank.get('version'))} ({_e(bank.get('n_skills'))} skills)"
-               if bank else "") + f"; judge {_e(rep.get('judge') or (st.get('judge') or {}).get('kind'))}; "
-            f"{len(df)} records</p>"]
+    body = [
+        f'<h1>Eval {_e(ev.name)} <span class="pill" style="background:{state[1]}">{state[0]}</span></h1>',
+        f'<div class="muted">{_e(ev.path.resolve())}</div>',
+        f"<p>model <code>{_e(policy)}</code>; bank modes {_e(', '.join(st.get('bank_modes') or rep.get('modes') or []))}"
+        + (
+            f"; bank <code>{_e(bank.get('path'))}</code> v{_e(bank.get('version'))} ({_e(bank.get('n_skills'))} skills)"
+            if bank
+            else ""
+        )
+        + f"; judge {_e(rep.get('judge') or (st.get('judge') or {}).get('kind'))}; "
+        f"{len(df)} records</p>",
+    ]
     if rep.get("aborted"):
         body.append(f'<div class="note">stopped: {_e(rep["aborted"])}</div>')
     t = ev.off_on()
     if len(t):
         modes = [c for c in t.columns if c not in ("dataset", "on - off") and not c.startswith("n_")]
-        rows = [[_e(r["dataset"])] + [f"{fmt_num(r[m], '{:.1f}')} ({r[f'n_{m}']})" for m in modes]
-                + ([fmt_num(r["on - off"], "{:+.1f}")] if "on - off" in t.columns else []) for r in t.to_dict("records")]
-        body += ["<h2>Judge score (%) per dataset</h2>",
-                 _table(["dataset"] + modes + (["on - off"] if "on - off" in t.columns else []), rows,
-                        set(range(1, len(modes) + 2)))]
+        rows = [
+            [_e(r["dataset"])]
+            + [f"{fmt_num(r[m], '{:.1f}')} ({r[f'n_{m}']})" for m in modes]
+            + ([fmt_num(r["on - off"], "{:+.1f}")] if "on - off" in t.columns else [])
+            for r in t.to_dict("records")
+        ]
+        body += [
+            "<h2>Judge score (%) per dataset</h2>",
+            _table(
+                ["dataset"] + modes + (["on - off"] if "on - off" in t.columns else []),
+                rows,
+                set(range(1, len(modes) + 2)),
+            ),
+        ]
     caps = {"scores": "score per dataset and bank mode", "outcomes": "how rollouts ended, per bank mode"}
-    body += ["<h2>Plots</h2>", _figs_html(saved, empty, caps), "<h2>How rollouts ended</h2>", _taxonomy(df, by="mode")]
+    body += [
+        "<h2>Plots</h2>",
+        _figs_html(saved, empty, caps),
+        "<h2>How rollouts ended</h2>",
+        _taxonomy(df, by="mode"),
+    ]
     if "on" in set(df["mode"]):
         fx = ev.skill_effects()
         if len(fx):
-            body += ["<h2>Skills in mode on (paired with mode off on the same question)</h2>", _table(
-                ["skill", "fired", "on correct", "paired", "helped", "hurt", "net", "datasets"],
-                [[f"<code>{_e(r.skill_id)}</code>", r.fired, r.on_correct, r.paired, r.helped, r.hurt, r.net,
-                  _e(r.datasets)] for r in fx.head(10).itertuples()], {1, 2, 3, 4, 5, 6})]
+            body += [
+                "<h2>Skills in mode on (paired with mode off on the same question)</h2>",
+                _table(
+                    ["skill", "fired", "on correct", "paired", "helped", "hurt", "net", "datasets"],
+                    [
+                        [
+                            f"<code>{_e(r.skill_id)}</code>",
+                            r.fired,
+                            r.on_correct,
+                            r.paired,
+                            r.helped,
+                            r.hurt,
+                            r.net,
+                            _e(r.datasets),
+                        ]
+                        for r in fx.head(10).itertuples()
+                    ],
+                    {1, 2, 3, 4, 5, 6},
+                ),
+            ]
     body += ["<h2>Example rollouts (one per outcome; click to open)</h2>", _examples(ev, df)]
     return _page(f"eval {ev.name}", "".join(body))
 

@@ -23,14 +23,52 @@ NUMERIC = ("reward", "success_rate", "score", "em", "f1")  # NaN stays NaN in th
 
 COLUMNS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
 BANK_DIRS = ("bank", "memory")
-_NUMERIC = ("reward", "success_rate", "score", "em", "f1")  # where a run keeps its skill bank (the orchestrator writes bank/)
+_NUMERIC = (
+    "reward",
+    "success_rate",
+    "score",
+    "em",
+    "f1",
+)  # where a run keeps its skill bank (the orchestrator writes bank/)
 
 COLUMNS = (
-    "id", "role", "step", "question_id", "group_id", "sample", "dataset", "mode", "status", "error", "final",
-    "question", "golds", "target", "hops", "skill_ids", "skill_bank_version", "valid", "invalid_reason",
-    "correct", "reward", "score", "em", "f1", "judge_method", "judge_raw", "success_rate", "n_turns",
-    "n_searches", "trainable", "selected", "reused", "policy_version", "failure", "gold_retrieved",
-    "turns_json", "searches_json",
+    "id",
+    "role",
+    "step",
+    "question_id",
+    "group_id",
+    "sample",
+    "dataset",
+    "mode",
+    "status",
+    "error",
+    "final",
+    "question",
+    "golds",
+    "target",
+    "hops",
+    "skill_ids",
+    "skill_bank_version",
+    "valid",
+    "invalid_reason",
+    "correct",
+    "reward",
+    "score",
+    "em",
+    "f1",
+    "judge_method",
+    "judge_raw",
+    "success_rate",
+    "n_turns",
+    "n_searches",
+    "trainable",
+    "selected",
+    "reused",
+    "policy_version",
+    "failure",
+    "gold_retrieved",
+    "turns_json",
+    "searches_json",
 )
 """Columns of every rollout frame. ``golds``: the gold answers (a run's solver gold is its ``target``);
 ``reward``: the trained reward (an eval: the judge score); ``failure``: see :data:`FAILURE_KINDS`;
@@ -107,11 +145,16 @@ def docs_contain(searches: Sequence[dict[str, Any]] | None, golds: Sequence[str]
     """Whether any retrieved document (title or text) contains a gold answer; None if none were recorded."""
     if searches is None or any(s.get("docs") is None for s in searches):
         return None
-    return any(contains_answer(d.get("title"), golds) or contains_answer(d.get("text"), golds)
-               for s in searches for d in s.get("docs") or [])
+    return any(
+        contains_answer(d.get("title"), golds) or contains_answer(d.get("text"), golds)
+        for s in searches
+        for d in s.get("docs") or []
+    )
 
 
-def failure_kind(status: str | None, correct: Any, gold_retrieved: bool | None, error: str | None = None) -> str:
+def failure_kind(
+    status: str | None, correct: Any, gold_retrieved: bool | None, error: str | None = None
+) -> str:
     """``correct`` or one of :data:`FAILURE_KINDS` for one solver rollout."""
     if truthy(correct):
         return "correct"
@@ -124,17 +167,33 @@ def failure_kind(status: str | None, correct: Any, gold_retrieved: bool | None, 
     return "wrong_gold_retrieved" if gold_retrieved else "wrong_gold_not_retrieved"
 
 
-def select(df: pd.DataFrame, *, role: str | None = None, status: str | Iterable[str] | None = None,
-           dataset: str | Iterable[str] | None = None, mode: str | Iterable[str] | None = None,
-           failure: str | Iterable[str] | None = None, skill: str | None = None, correct: bool | None = None,
-           min_reward: float | None = None, max_reward: float | None = None,
-           step: int | Iterable[int] | None = None, guided: bool | None = None) -> pd.DataFrame:
+def select(
+    df: pd.DataFrame,
+    *,
+    role: str | None = None,
+    status: str | Iterable[str] | None = None,
+    dataset: str | Iterable[str] | None = None,
+    mode: str | Iterable[str] | None = None,
+    failure: str | Iterable[str] | None = None,
+    skill: str | None = None,
+    correct: bool | None = None,
+    min_reward: float | None = None,
+    max_reward: float | None = None,
+    step: int | Iterable[int] | None = None,
+    guided: bool | None = None,
+) -> pd.DataFrame:
     """Rows of a rollout frame that match every filter given (a str filter may also be a list of values).
 
     ``skill``: that skill id was in the prompt; ``guided``: any skill was in the prompt (or none, False)."""
     mask = pd.Series(True, index=df.index)
-    for col, want in (("role", role), ("status", status), ("dataset", dataset), ("mode", mode),
-                      ("failure", failure), ("step", step)):
+    for col, want in (
+        ("role", role),
+        ("status", status),
+        ("dataset", dataset),
+        ("mode", mode),
+        ("failure", failure),
+        ("step", step),
+    ):
         if want is not None:
             values = [want] if isinstance(want, (str, int)) else list(want)
             mask &= df[col].isin(values)
@@ -157,26 +216,50 @@ def failure_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     df = df[df["role"] != "proposer"] if len(df) else df
     cols = ([by] if by else []) + ["outcome", "n", "share", "meaning"]
     rows = []
-    for key, sub in ([(None, df)] if by is None else list(df.groupby(by, sort=True))):
+    for key, sub in [(None, df)] if by is None else list(df.groupby(by, sort=True)):
         counts = sub["failure"].value_counts()
         for kind in ("correct", *FAILURE_KINDS):
             if counts.get(kind, 0):
-                rows.append(([key] if by else []) + [kind, int(counts[kind]), counts[kind] / len(sub),
-                                                     FAILURE_KINDS.get(kind, "answered correctly")])
+                rows.append(
+                    ([key] if by else [])
+                    + [
+                        kind,
+                        int(counts[kind]),
+                        counts[kind] / len(sub),
+                        FAILURE_KINDS.get(kind, "answered correctly"),
+                    ]
+                )
     return pd.DataFrame(rows, columns=cols)
 
 
 def rollout_frame(rows: list[dict[str, Any]], extra: Sequence[str] = ()) -> pd.DataFrame:
     cols = list(COLUMNS) + [c for c in extra if c not in COLUMNS]
-    df = pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    df = (
+        pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    )
     return df
 
 
 def skill_frame(skills: list[dict[str, Any]]) -> pd.DataFrame:
-    cols = ["id", "category", "source", "seed", "created_step", "retrieved", "helpful", "hurt", "score",
-            "description", "trigger", "avoid", "queries"]
+    cols = [
+        "id",
+        "category",
+        "source",
+        "seed",
+        "created_step",
+        "retrieved",
+        "helpful",
+        "hurt",
+        "score",
+        "description",
+        "trigger",
+        "avoid",
+        "queries",
+    ]
     rows = [{**s, "score": int(s.get("helpful", 0)) - int(s.get("hurt", 0))} for s in skills]
-    return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    return (
+        pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    )
 
 
 class BankFiles:
@@ -229,22 +312,41 @@ class BankFiles:
             rep = read_json(p.with_name(p.stem + ".report.json")) or {}
             version = int(p.stem.lstrip("v"))
             rejected = rep.get("rejected") or {}
-            rows.append({
-                "version": version, "step": rep.get("step", 0), "n_skills": len(skills),
-                "n_seed": sum(1 for s in skills if s.get("seed")),
-                "admitted": len(ids - before) if before is not None else 0,
-                "evicted": len(before - ids) if before is not None else 0,
-                "admitted_ids": sorted(ids - before) if before is not None else [],
-                "evicted_ids": sorted(before - ids) if before is not None else [],
-                "rejected": sum(rejected.values()) if isinstance(rejected, dict) else int(rejected or 0),
-                "picked": rep.get("picked", 0), "error": rep.get("error"),
-                "retrieved": sum(int(s.get("retrieved", 0)) for s in skills),
-                "helpful": sum(int(s.get("helpful", 0)) for s in skills),
-                "hurt": sum(int(s.get("hurt", 0)) for s in skills),
-            })
+            rows.append(
+                {
+                    "version": version,
+                    "step": rep.get("step", 0),
+                    "n_skills": len(skills),
+                    "n_seed": sum(1 for s in skills if s.get("seed")),
+                    "admitted": len(ids - before) if before is not None else 0,
+                    "evicted": len(before - ids) if before is not None else 0,
+                    "admitted_ids": sorted(ids - before) if before is not None else [],
+                    "evicted_ids": sorted(before - ids) if before is not None else [],
+                    "rejected": sum(rejected.values()) if isinstance(rejected, dict) else int(rejected or 0),
+                    "picked": rep.get("picked", 0),
+                    "error": rep.get("error"),
+                    "retrieved": sum(int(s.get("retrieved", 0)) for s in skills),
+                    "helpful": sum(int(s.get("helpful", 0)) for s in skills),
+                    "hurt": sum(int(s.get("hurt", 0)) for s in skills),
+                }
+            )
             before = ids
-        cols = ["version", "step", "n_skills", "n_seed", "admitted", "evicted", "admitted_ids", "evicted_ids",
-                "rejected", "picked", "error", "retrieved", "helpful", "hurt"]
+        cols = [
+            "version",
+            "step",
+            "n_skills",
+            "n_seed",
+            "admitted",
+            "evicted",
+            "admitted_ids",
+            "evicted_ids",
+            "rejected",
+            "picked",
+            "error",
+            "retrieved",
+            "helpful",
+            "hurt",
+        ]
         return pd.DataFrame(rows, columns=cols)
 
 
@@ -276,7 +378,6 @@ def not_found(wanted: str, ids: list[str], where: str) -> str:
     import difflib
 
     close = difflib.get_close_matches(wanted, ids, n=5, cutoff=0.5) or ids[:5]
-    return (f"no rollout {wanted!r} in {where} ({len(ids)} rollouts); "
-            + (f"ids look like: {', '.join(close)}" if close else "it has none yet"))
-
-
+    return f"no rollout {wanted!r} in {where} ({len(ids)} rollouts); " + (
+        f"ids look like: {', '.join(close)}" if close else "it has none yet"
+    )

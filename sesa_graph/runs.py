@@ -65,9 +65,24 @@ from sesa_graph.run_files import (
 from sesa_graph.trace import Trace
 
 __all__ = [
-    "COLUMNS", "FAILURE_KINDS", "Eval", "Run", "RunNotFoundError", "Trace", "docs_contain", "eval_searches",
-    "failure_kind", "failure_table", "latest", "missing", "open_dir", "open_eval", "open_run", "read_jsonl_lines",
-    "select", "truthy",
+    "COLUMNS",
+    "FAILURE_KINDS",
+    "Eval",
+    "Run",
+    "RunNotFoundError",
+    "Trace",
+    "docs_contain",
+    "eval_searches",
+    "failure_kind",
+    "failure_table",
+    "latest",
+    "missing",
+    "open_dir",
+    "open_eval",
+    "open_run",
+    "read_jsonl_lines",
+    "select",
+    "truthy",
 ]
 
 # ---- training runs ---------------------------------------------------------------------------------------
@@ -81,13 +96,20 @@ class Run:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
-            raise RunNotFoundError(f"{self.path} is not a directory (expected a run directory such as runs/NAME)")
+            raise RunNotFoundError(
+                f"{self.path} is not a directory (expected a run directory such as runs/NAME)"
+            )
         if not (self.path / "config.yaml").is_file():
             have = ", ".join(sorted(p.name for p in self.path.iterdir())[:8]) or "nothing"
-            hint = " (it looks like an eval directory: use open_eval)" if (self.path / "records.jsonl").exists() \
-                or (self.path / "eval.json").exists() else ""
-            raise RunNotFoundError(f"{self.path} is not a run directory: config.yaml is missing (a run holds "
-                                   f"config.yaml, metrics.jsonl, trajectories/, bank/; this one holds {have}){hint}")
+            hint = (
+                " (it looks like an eval directory: use open_eval)"
+                if (self.path / "records.jsonl").exists() or (self.path / "eval.json").exists()
+                else ""
+            )
+            raise RunNotFoundError(
+                f"{self.path} is not a run directory: config.yaml is missing (a run holds "
+                f"config.yaml, metrics.jsonl, trajectories/, bank/; this one holds {have}){hint}"
+            )
         self.name = self.path.name
         self._shards: dict[Path, tuple[float, pd.DataFrame]] = {}
         bank = next((self.path / d for d in BANK_DIRS if (self.path / d).is_dir()), None)
@@ -128,8 +150,11 @@ class Run:
         root = self.path / "trajectories"
         if not root.is_dir():
             return []
-        return sorted(int(p.name.split("-")[1]) for p in root.glob("step-*")
-                      if p.name.split("-")[1].isdigit() and any(p.glob("*.parquet")))
+        return sorted(
+            int(p.name.split("-")[1])
+            for p in root.glob("step-*")
+            if p.name.split("-")[1].isdigit() and any(p.glob("*.parquet"))
+        )
 
     def pending_steps(self) -> list[int]:
         """Steps whose trajectories are written but whose metrics line is not (yet)."""
@@ -154,22 +179,47 @@ class Run:
             m = dict(by_step[step])
             c = m.get("consolidation") or {}
             rej = c.get("rejected")
-            m.update({
-                "consolidation_version": c.get("version"), "consolidation_admitted": c.get("admitted", 0),
-                "consolidation_evicted": c.get("evicted", 0),
-                "consolidation_rejected": sum(rej.values()) if isinstance(rej, dict) else (rej or 0),
-                "consolidation_error": c.get("error"),
-            })
+            m.update(
+                {
+                    "consolidation_version": c.get("version"),
+                    "consolidation_admitted": c.get("admitted", 0),
+                    "consolidation_evicted": c.get("evicted", 0),
+                    "consolidation_rejected": sum(rej.values()) if isinstance(rej, dict) else (rej or 0),
+                    "consolidation_error": c.get("error"),
+                }
+            )
             rates = m.get("solver_success_rates") or []
             m["n_groups"] = len(rates)
             m["frontier_share"] = (sum(1 for p in rates if 0 < p < 1) / len(rates)) if rates else None
             rows.append(m)
-        base = ["step", "items", "valid_proposals", "valid_rate", "reused_groups", "proposer_reward_mean",
-                "solver_reward_mean", "solver_success_rates", "n_groups", "frontier_groups", "frontier_share",
-                "resampled_groups", "batch_frontier_groups",
-                "solver_status", "invalid_reasons", "failures", "bank_size", "bank_version", "queue",
-                "consolidation_started", "consolidation_version", "consolidation_admitted",
-                "consolidation_evicted", "consolidation_rejected", "consolidation_error", "seconds"]
+        base = [
+            "step",
+            "items",
+            "valid_proposals",
+            "valid_rate",
+            "reused_groups",
+            "proposer_reward_mean",
+            "solver_reward_mean",
+            "solver_success_rates",
+            "n_groups",
+            "frontier_groups",
+            "frontier_share",
+            "resampled_groups",
+            "batch_frontier_groups",
+            "solver_status",
+            "invalid_reasons",
+            "failures",
+            "bank_size",
+            "bank_version",
+            "queue",
+            "consolidation_started",
+            "consolidation_version",
+            "consolidation_admitted",
+            "consolidation_evicted",
+            "consolidation_rejected",
+            "consolidation_error",
+            "seconds",
+        ]
         extra = sorted({k for r in rows for k in r} - set(base))
         return pd.DataFrame(rows, columns=base + extra)
 
@@ -188,15 +238,18 @@ class Run:
         self._shards[key] = (mtime, df)
         return df
 
-    def rollouts(self, role: str | None = None, *, uncommitted: bool = False, tokens: bool = False,
-                 **filters: Any) -> pd.DataFrame:
+    def rollouts(
+        self, role: str | None = None, *, uncommitted: bool = False, tokens: bool = False, **filters: Any
+    ) -> pd.DataFrame:
         """Rollouts of committed steps as one frame (:data:`COLUMNS`), filtered by :func:`select`'s filters.
 
         ``uncommitted`` adds steps whose metrics line is not written yet; ``tokens`` adds the token-id
         columns (prompt_ids, completion_ids, env_mask, logprobs)."""
         if role is not None and role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-        steps = self.shard_steps() if uncommitted else [s for s in self.steps() if s in set(self.shard_steps())]
+        steps = (
+            self.shard_steps() if uncommitted else [s for s in self.steps() if s in set(self.shard_steps())]
+        )
         rows: list[dict[str, Any]] = []
         for s in steps:
             for r in (role,) if role else ROLES:
@@ -214,14 +267,22 @@ class Run:
         solver = role == "solver"
         retrieved = docs_contain(searches, golds) if golds else None
         t = {k: (None if missing(v) and k not in NUMERIC else v) for k, v in t.items()}
-        out = {**t,
-               "id": f"{role}/{t.get('step')}/{t.get('question_id')}/{t.get('sample', 0)}",
-               "dataset": "selfplay", "mode": None, "error": None, "golds": golds,
-               "skill_ids": [str(x) for x in as_list(t.get("skill_ids"))],
-               "score": verdict.get("score"), "em": verdict.get("em"), "f1": verdict.get("f1"),
-               "judge_method": verdict.get("method"), "judge_raw": verdict.get("raw"),
-               "gold_retrieved": retrieved,
-               "failure": failure_kind(t.get("status"), t.get("correct"), retrieved) if solver else None}
+        out = {
+            **t,
+            "id": f"{role}/{t.get('step')}/{t.get('question_id')}/{t.get('sample', 0)}",
+            "dataset": "selfplay",
+            "mode": None,
+            "error": None,
+            "golds": golds,
+            "skill_ids": [str(x) for x in as_list(t.get("skill_ids"))],
+            "score": verdict.get("score"),
+            "em": verdict.get("em"),
+            "f1": verdict.get("f1"),
+            "judge_method": verdict.get("method"),
+            "judge_raw": verdict.get("raw"),
+            "gold_retrieved": retrieved,
+            "failure": failure_kind(t.get("status"), t.get("correct"), retrieved) if solver else None,
+        }
         for c in TOKEN_COLUMNS:
             if c in out:
                 out[c] = as_list(out[c])
@@ -267,11 +328,19 @@ class Eval:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
-            raise RunNotFoundError(f"{self.path} is not a directory (expected an eval directory such as evals/NAME)")
+            raise RunNotFoundError(
+                f"{self.path} is not a directory (expected an eval directory such as evals/NAME)"
+            )
         if not ((self.path / "records.jsonl").is_file() or (self.path / "eval.json").is_file()):
-            hint = " (it looks like a run directory: use open_run)" if (self.path / "config.yaml").exists() else ""
-            raise RunNotFoundError(f"{self.path} is not an eval directory: records.jsonl and eval.json are both "
-                                   f"missing (`sesa eval` writes them){hint}")
+            hint = (
+                " (it looks like a run directory: use open_run)"
+                if (self.path / "config.yaml").exists()
+                else ""
+            )
+            raise RunNotFoundError(
+                f"{self.path} is not an eval directory: records.jsonl and eval.json are both "
+                f"missing (`sesa eval` writes them){hint}"
+            )
         self.name = self.path.name
         bank = (self.report or {}).get("bank") or {}
         path = bank.get("path") or (self.settings.get("bank") if isinstance(self.settings, dict) else None)
@@ -313,14 +382,25 @@ class Eval:
         turns = [{"text": t} for t in as_list(r.get("trace"))]
         return {
             **{k: v for k, v in r.items() if k not in ("searches", "turns", "trace")},
-            "id": r.get("key"), "role": "solver", "step": None, "question_id": r.get("id"), "group_id": None,
-            "sample": r.get("seed"), "final": r.get("prediction"), "golds": golds, "target": golds[0] if golds else "",
-            "skill_ids": [str(x) for x in as_list(r.get("skill_ids"))], "skill_bank_version": r.get("bank_version"),
-            "reward": float(r.get("score") or 0.0), "n_turns": r.get("turns"),
+            "id": r.get("key"),
+            "role": "solver",
+            "step": None,
+            "question_id": r.get("id"),
+            "group_id": None,
+            "sample": r.get("seed"),
+            "final": r.get("prediction"),
+            "golds": golds,
+            "target": golds[0] if golds else "",
+            "skill_ids": [str(x) for x in as_list(r.get("skill_ids"))],
+            "skill_bank_version": r.get("bank_version"),
+            "reward": float(r.get("score") or 0.0),
+            "n_turns": r.get("turns"),
             "n_searches": len(searches) if searches is not None else len(as_list(r.get("queries"))),
-            "queries": as_list(r.get("queries")), "gold_retrieved": retrieved,
+            "queries": as_list(r.get("queries")),
+            "gold_retrieved": retrieved,
             "failure": failure_kind(r.get("status"), r.get("correct"), retrieved, r.get("error")),
-            "turns_json": json.dumps(turns), "searches_json": json.dumps(searches) if searches is not None else None,
+            "turns_json": json.dumps(turns),
+            "searches_json": json.dumps(searches) if searches is not None else None,
         }
 
     def rollout(self, key: str) -> dict[str, Any]:
@@ -340,8 +420,9 @@ class Eval:
         mode, and ``on - off`` when both ran. Records with status ``error`` are left out, as in report.json."""
         df = self.records()
         df = df[df["status"] != "error"]
-        modes = [m for m in ("off", "on", "placebo") if m in set(df["mode"])] + \
-            sorted(set(df["mode"].dropna()) - {"off", "on", "placebo"})
+        modes = [m for m in ("off", "on", "placebo") if m in set(df["mode"])] + sorted(
+            set(df["mode"].dropna()) - {"off", "on", "placebo"}
+        )
         rows = []
         for ds in sorted(set(df["dataset"].dropna())):
             row: dict[str, Any] = {"dataset": ds}
@@ -359,26 +440,40 @@ class Eval:
             rows.append(mean)
         out = pd.DataFrame(rows, columns=["dataset"] + [c for m in modes for c in (m, f"n_{m}")])
         if "off" in modes and "on" in modes:
-            out["on - off"] = [None if missing(a) or missing(b) else b - a
-                               for a, b in zip(out["off"], out["on"])]
+            out["on - off"] = [
+                None if missing(a) or missing(b) else b - a for a, b in zip(out["off"], out["on"])
+            ]
         return out
 
     def paired(self, a: str = "off", b: str = "on") -> pd.DataFrame:
         """One row per question (and seed) run in both modes ``a`` and ``b``: each side's id, outcome and
         correctness, and ``change``: ``fixed`` (b right, a wrong), ``broken`` (a right, b wrong) or ``same``."""
         df = self.records()
-        cols = ["dataset", "question_id", "seed", "question", "golds", f"id_{a}", f"id_{b}", f"failure_{a}",
-                f"failure_{b}", f"correct_{a}", f"correct_{b}", "change"]
+        cols = [
+            "dataset",
+            "question_id",
+            "seed",
+            "question",
+            "golds",
+            f"id_{a}",
+            f"id_{b}",
+            f"failure_{a}",
+            f"failure_{b}",
+            f"correct_{a}",
+            f"correct_{b}",
+            "change",
+        ]
         if df.empty:
             return pd.DataFrame(columns=cols)
-        df = df.assign(seed=df["seed"].map(seed_key),
-                       correct=df["correct"].map(truthy))
+        df = df.assign(seed=df["seed"].map(seed_key), correct=df["correct"].map(truthy))
         keep = ["dataset", "question_id", "seed", "id", "failure", "correct"]
         left = df[df["mode"] == a][keep + ["question", "golds"]]
         right = df[df["mode"] == b][keep]
         m = left.merge(right, on=["dataset", "question_id", "seed"], suffixes=(f"_{a}", f"_{b}"))
-        m["change"] = ["fixed" if y and not x else "broken" if x and not y else "same"
-                       for x, y in zip(m[f"correct_{a}"], m[f"correct_{b}"])]
+        m["change"] = [
+            "fixed" if y and not x else "broken" if x and not y else "same"
+            for x, y in zip(m[f"correct_{a}"], m[f"correct_{b}"])
+        ]
         return m[cols].reset_index(drop=True)
 
     def skill_effects(self) -> pd.DataFrame:
@@ -393,8 +488,18 @@ class Eval:
         for r in df[df["mode"] == "on"].itertuples():
             base = off.get((r.dataset, r.question_id, r.seed))
             for sid in r.skill_ids:
-                a = acc.setdefault(sid, {"skill_id": sid, "fired": 0, "on_correct": 0, "paired": 0, "helped": 0,
-                                         "hurt": 0, "datasets": set()})
+                a = acc.setdefault(
+                    sid,
+                    {
+                        "skill_id": sid,
+                        "fired": 0,
+                        "on_correct": 0,
+                        "paired": 0,
+                        "helped": 0,
+                        "hurt": 0,
+                        "datasets": set(),
+                    },
+                )
                 a["fired"] += 1
                 a["on_correct"] += r.correct
                 a["datasets"].add(r.dataset)
@@ -402,7 +507,10 @@ class Eval:
                     a["paired"] += 1
                     a["helped"] += r.correct and not base
                     a["hurt"] += base and not r.correct
-        rows = [{**a, "net": a["helped"] - a["hurt"], "datasets": ", ".join(sorted(a["datasets"]))} for a in acc.values()]
+        rows = [
+            {**a, "net": a["helped"] - a["hurt"], "datasets": ", ".join(sorted(a["datasets"]))}
+            for a in acc.values()
+        ]
         cols = ["skill_id", "fired", "on_correct", "paired", "helped", "hurt", "net", "datasets"]
         out = pd.DataFrame(rows, columns=cols)
         return out.sort_values(["net", "fired"], ascending=False).reset_index(drop=True) if len(out) else out
@@ -413,7 +521,9 @@ class Eval:
         pairs = [(sid, ds) for ids, ds in zip(df["skill_ids"], df["dataset"]) for sid in ids]
         if not pairs:
             return pd.DataFrame()
-        t = pd.crosstab(pd.Series([p[0] for p in pairs], name="skill"), pd.Series([p[1] for p in pairs], name="dataset"))
+        t = pd.crosstab(
+            pd.Series([p[0] for p in pairs], name="skill"), pd.Series([p[1] for p in pairs], name="dataset")
+        )
         return t.loc[t.sum(axis=1).sort_values(ascending=False).index]
 
 
@@ -438,10 +548,13 @@ def open_dir(path: str | Path) -> Run | Eval:
     if (p / "records.jsonl").is_file() or (p / "eval.json").is_file():
         return Eval(p)
     if not p.is_dir():
-        raise RunNotFoundError(f"{p} does not exist (expected a run directory runs/NAME or an eval directory "
-                               "evals/NAME)")
-    raise RunNotFoundError(f"{p} is neither a run directory (config.yaml is missing) nor an eval directory "
-                           "(records.jsonl and eval.json are missing)")
+        raise RunNotFoundError(
+            f"{p} does not exist (expected a run directory runs/NAME or an eval directory evals/NAME)"
+        )
+    raise RunNotFoundError(
+        f"{p} is neither a run directory (config.yaml is missing) nor an eval directory "
+        "(records.jsonl and eval.json are missing)"
+    )
 
 
 def latest(root: str | Path, kind: str = "run") -> Path | None:
@@ -451,4 +564,6 @@ def latest(root: str | Path, kind: str = "run") -> Path | None:
     if not root.is_dir():
         return None
     found = [p for p in root.iterdir() if p.is_dir() and any((p / m).is_file() for m in marker)]
-    return max(found, key=lambda p: max(os.path.getmtime(p / m) for m in marker if (p / m).exists()), default=None)
+    return max(
+        found, key=lambda p: max(os.path.getmtime(p / m) for m in marker if (p / m).exists()), default=None
+    )

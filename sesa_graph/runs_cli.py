@@ -22,17 +22,36 @@ err_console = Console(stderr=True)
 
 
 def trace_command(
-    run: Annotated[Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")],
-    rollout: Annotated[str | None, typer.Option(
-        "--rollout", "-r", help="Rollout id to show (run: role/step/question_id/sample; eval: "
-        "dataset/id/mode/seed). Without it, list the rollouts.")] = None,
+    run: Annotated[
+        Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")
+    ],
+    rollout: Annotated[
+        str | None,
+        typer.Option(
+            "--rollout",
+            "-r",
+            help="Rollout id to show (run: role/step/question_id/sample; eval: "
+            "dataset/id/mode/seed). Without it, list the rollouts.",
+        ),
+    ] = None,
     role: Annotated[str | None, typer.Option(help="List only this role (proposer | solver).")] = None,
-    status: Annotated[str | None, typer.Option(help="List only this status (answered, malformed, "
-                                                  "max_turns, search_error; error in an eval).")] = None,
-    failure: Annotated[str | None, typer.Option(help="List only this outcome (correct, wrong_gold_retrieved, "
-                                                   "wrong_gold_not_retrieved, max_turns, malformed, ...).")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help="List only this status (answered, malformed, max_turns, search_error; error in an eval)."
+        ),
+    ] = None,
+    failure: Annotated[
+        str | None,
+        typer.Option(
+            help="List only this outcome (correct, wrong_gold_retrieved, "
+            "wrong_gold_not_retrieved, max_turns, malformed, ...)."
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option(help="List at most this many rollouts (the last ones).")] = 40,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write the rollout as an HTML file.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the rollout as an HTML file.")
+    ] = None,
     plain: Annotated[bool, typer.Option("--plain", help="Plain text, no colour.")] = False,
 ) -> None:
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
@@ -60,7 +79,9 @@ def trace_command(
         if wide:
             t.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
         for r in shown.itertuples():
-            outcome = r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
+            outcome = (
+                r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
+            )
             question = str(r.question or "") or f"(target: {r.target})"
             reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
             t.add_row(str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else []))
@@ -77,12 +98,16 @@ def trace_command(
     else:
         console.print(tr, highlight=False)
     if html is not None:
-        html.write_text(f'<!doctype html><meta charset="utf-8"><title>{rollout}</title>{tr.to_html()}', encoding="utf-8")
+        html.write_text(
+            f'<!doctype html><meta charset="utf-8"><title>{rollout}</title>{tr.to_html()}', encoding="utf-8"
+        )
         console.print(f"wrote {html}")
 
 
 def report_command(
-    run: Annotated[Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")],
+    run: Annotated[
+        Path, typer.Argument(help="A run directory (runs/NAME) or an eval directory (evals/NAME).")
+    ],
 ) -> None:
     """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
     A run still in progress shows its committed steps."""

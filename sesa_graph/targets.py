@@ -46,7 +46,9 @@ _BAD_TITLE = re.compile(r"^(list of|index of|outline of)|\d{3,}|[()]", re.IGNORE
 def build_embedded_pool(corpus: str = "embedded", max_hops: int = 3, seed: int = 0) -> list[Target]:
     """Article titles of the corpus as targets (short, answer-like titles only), hops cycling 1..max_hops."""
     docs = load_corpus(corpus)
-    titles = sorted({d.title for d in docs if d.title and len(d.title.split()) <= 4 and not _BAD_TITLE.search(d.title)})
+    titles = sorted(
+        {d.title for d in docs if d.title and len(d.title.split()) <= 4 and not _BAD_TITLE.search(d.title)}
+    )
     rng = random.Random(seed)
     rng.shuffle(titles)
     return [Target(t, 1 + i % max_hops) for i, t in enumerate(titles)]

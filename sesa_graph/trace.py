@@ -61,7 +61,7 @@ def gold_spans(text: str, golds: list[str]) -> list[tuple[str, bool]]:
     out, pos = [], 0
     for m in rx.finditer(text):
         if m.start() > pos:
-            out.append((text[pos:m.start()], False))
+            out.append((text[pos : m.start()], False))
         out.append((m.group(0), True))
         pos = m.end()
     if pos < len(text):
@@ -95,32 +95,72 @@ class Trace:
     source: str = ""
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], skills: list[dict[str, Any]] | None = None, source: str = "") -> Trace:
+    def from_row(
+        cls, row: dict[str, Any], skills: list[dict[str, Any]] | None = None, source: str = ""
+    ) -> Trace:
         """From a row of a :mod:`sesa_graph.runs` rollout frame."""
         turns = []
         allowed = protocol.PROPOSER_ACTIONS if row.get("role") == "proposer" else protocol.SOLVER_ACTIONS
         for t in _loads(row.get("turns_json"), []):
             if "kind" not in t:  # an eval record keeps only the text: parse it as the loop did
                 p = protocol.parse_turn(t.get("text", ""), allowed=allowed)
-                t = {"text": t.get("text", ""), "kind": p.kind, "content": p.content, "think": p.think,
-                     "reason": p.reason, "finish": None}
+                t = {
+                    "text": t.get("text", ""),
+                    "kind": p.kind,
+                    "content": p.content,
+                    "think": p.think,
+                    "reason": p.reason,
+                    "finish": None,
+                }
             turns.append(t)
         searches = _loads(row.get("searches_json"), None)
         verdict = None
         if _clean(row.get("judge_method")) is not None:
-            verdict = {"correct": bool(_clean(row.get("correct"))), "score": _clean(row.get("score")),
-                       "em": _clean(row.get("em")), "f1": _clean(row.get("f1")),
-                       "method": _clean(row.get("judge_method")), "raw": _clean(row.get("judge_raw"))}
+            verdict = {
+                "correct": bool(_clean(row.get("correct"))),
+                "score": _clean(row.get("score")),
+                "em": _clean(row.get("em")),
+                "f1": _clean(row.get("f1")),
+                "method": _clean(row.get("judge_method")),
+                "raw": _clean(row.get("judge_raw")),
+            }
         if _clean(row.get("skill_bank_version")) is not None:
             row = {**row, "skill_bank_version": int(row["skill_bank_version"])}
-        meta = {k: _clean(row.get(k)) for k in ("step", "dataset", "mode", "seed", "hops", "target", "valid",
-                                                "invalid_reason", "success_rate", "failure", "error", "reused",
-                                                "policy_version", "skill_bank_version", "gold_retrieved")}
-        return cls(id=str(row.get("id")), role=str(row.get("role") or "solver"), question=row.get("question") or "",
-                   golds=[str(g) for g in _list(row.get("golds"))], status=str(row.get("status") or "?"),
-                   final=_clean(row.get("final")), turns=turns, searches=searches, skills=list(skills or []),
-                   verdict=verdict if row.get("role") != "proposer" else None,
-                   reward=_clean(row.get("reward")), meta=meta, source=source)
+        meta = {
+            k: _clean(row.get(k))
+            for k in (
+                "step",
+                "dataset",
+                "mode",
+                "seed",
+                "hops",
+                "target",
+                "valid",
+                "invalid_reason",
+                "success_rate",
+                "failure",
+                "error",
+                "reused",
+                "policy_version",
+                "skill_bank_version",
+                "gold_retrieved",
+            )
+        }
+        return cls(
+            id=str(row.get("id")),
+            role=str(row.get("role") or "solver"),
+            question=row.get("question") or "",
+            golds=[str(g) for g in _list(row.get("golds"))],
+            status=str(row.get("status") or "?"),
+            final=_clean(row.get("final")),
+            turns=turns,
+            searches=searches,
+            skills=list(skills or []),
+            verdict=verdict if row.get("role") != "proposer" else None,
+            reward=_clean(row.get("reward")),
+            meta=meta,
+            source=source,
+        )
 
     # ---- the structure both renderers walk ---------------------------------------------------------------
     def _steps(self) -> list[tuple[dict[str, Any], dict[str, Any] | None, bool]]:
@@ -167,7 +207,9 @@ class Trace:
         v = self.verdict
         if not v:
             return ""
-        nums = ", ".join(f"{k} {v[k]:.2f}" for k in ("score", "em", "f1") if isinstance(v.get(k), (int, float)))
+        nums = ", ".join(
+            f"{k} {v[k]:.2f}" for k in ("score", "em", "f1") if isinstance(v.get(k), (int, float))
+        )
         return f"{'correct' if v['correct'] else 'wrong'} (judge: {v.get('method') or '?'}{', ' + nums if nums else ''})"
 
     @staticmethod
@@ -221,13 +263,19 @@ class Trace:
                 add("  search: ", "bold")
                 add(f"{t.get('content', '')}\n", "blue")
                 if missing:
-                    add("    (no results: the search failed)\n" if self.status in ("search_error", "error")
-                        else "    (results not recorded)\n", "dim")
+                    add(
+                        "    (no results: the search failed)\n"
+                        if self.status in ("search_error", "error")
+                        else "    (results not recorded)\n",
+                        "dim",
+                    )
                 elif s.get("docs") is None:
                     add("    (documents not recorded)\n", "dim")
                 else:
                     for i, d in enumerate(s["docs"], 1):
-                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(d.get("text"), self.golds)
+                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(
+                            d.get("text"), self.golds
+                        )
                         score = f"[{d['score']:.2f}] " if isinstance(d.get("score"), (int, float)) else ""
                         add(f"    {i}. {score}{d.get('title', '')}: ", "bold" if hit else "")
                         for piece, gold in gold_spans(d.get("text", ""), self.golds):
@@ -272,19 +320,27 @@ class Trace:
         ok = self._outcome() in ("correct", "valid question")
         colour = "#1a7f37" if ok else "#cf222e"
         box = "border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:6px 0;"
-        outer = ("font-family:system-ui,sans-serif;font-size:13px;line-height:1.45;max-width:1000px;"
-                 f"border-left:4px solid {colour};padding-left:10px")
+        outer = (
+            "font-family:system-ui,sans-serif;font-size:13px;line-height:1.45;max-width:1000px;"
+            f"border-left:4px solid {colour};padding-left:10px"
+        )
         h: list[str] = [f'<div style="{outer}">']
-        h.append(f'<div style="font-weight:600;font-size:14px">{e(self.id)} '
-                 f'<span style="color:#57606a;font-weight:400">{e(self.source)}</span></div>')
+        h.append(
+            f'<div style="font-weight:600;font-size:14px">{e(self.id)} '
+            f'<span style="color:#57606a;font-weight:400">{e(self.source)}</span></div>'
+        )
         h.append(f'<div style="color:#0550ae">{e(self._headline())}</div>')
         h.append(f'<div style="color:{colour};font-weight:600">{e(self._outcome())}</div>')
         if self.role == "proposer":
-            h.append(f'<div><b>target:</b> <span style="color:#1a7f37">{e(str(self.meta.get("target") or ""))}'
-                     "</span></div>")
+            h.append(
+                f'<div><b>target:</b> <span style="color:#1a7f37">{e(str(self.meta.get("target") or ""))}'
+                "</span></div>"
+            )
         else:
-            h.append(f'<div style="{box}background:#f6f8fa"><b>question:</b> {e(self.question)}<br>'
-                     f'<b>gold:</b> <span style="color:#1a7f37">{e(" | ".join(self.golds))}</span></div>')
+            h.append(
+                f'<div style="{box}background:#f6f8fa"><b>question:</b> {e(self.question)}<br>'
+                f'<b>gold:</b> <span style="color:#1a7f37">{e(" | ".join(self.golds))}</span></div>'
+            )
         if self.skills:
             v = self.meta.get("skill_bank_version")
             items = []
@@ -292,17 +348,22 @@ class Trace:
                 if s.get("description"):
                     q = "; ".join(s.get("queries") or [])
                     items.append(
-                        f'<li><code>{e(s["id"])}</code> <i>{e(s.get("category", ""))}</i>: {e(s["description"])}'
+                        f"<li><code>{e(s['id'])}</code> <i>{e(s.get('category', ''))}</i>: {e(s['description'])}"
                         f'<br><span style="color:#57606a">when: {e(s.get("trigger", ""))}'
-                        + (f' · avoid: {e(s["avoid"])}' if s.get("avoid") else "")
+                        + (f" · avoid: {e(s['avoid'])}" if s.get("avoid") else "")
                         + (f" · queries: {e(q)}" if q else "")
-                        + f" · {e(_counters(s))}</span></li>")
+                        + f" · {e(_counters(s))}</span></li>"
+                    )
                 else:
-                    items.append(f'<li><code>{e(s["id"])}</code> <span style="color:#57606a">(not in the bank '
-                                 "files)</span></li>")
-            h.append(f'<div style="{box}background:#fbefff"><b>skills in the prompt'
-                     f'{f" (bank v{v})" if v is not None else ""}</b><ul style="margin:2px 0">{"".join(items)}'
-                     "</ul></div>")
+                    items.append(
+                        f'<li><code>{e(s["id"])}</code> <span style="color:#57606a">(not in the bank '
+                        "files)</span></li>"
+                    )
+            h.append(
+                f'<div style="{box}background:#fbefff"><b>skills in the prompt'
+                f'{f" (bank v{v})" if v is not None else ""}</b><ul style="margin:2px 0">{"".join(items)}'
+                "</ul></div>"
+            )
         for n, (t, s, missing) in enumerate(self._steps(), 1):
             kind = t.get("kind", "?")
             bad = kind == "invalid"
@@ -311,26 +372,46 @@ class Trace:
                 label += " · cut at the token limit"
             body = [f'<div style="font-weight:600;color:{"#cf222e" if bad else "#6e4600"}">{e(label)}</div>']
             if self._reasoning(t):
-                body.append(f'<div style="color:#57606a;font-style:italic;white-space:pre-wrap">'
-                            f"{e(self._reasoning(t))}</div>")
+                body.append(
+                    f'<div style="color:#57606a;font-style:italic;white-space:pre-wrap">'
+                    f"{e(self._reasoning(t))}</div>"
+                )
             if bad:
-                body.append(f'<pre style="white-space:pre-wrap;margin:2px 0;background:#fff5f5;padding:4px">'
-                            f"{e(t.get('text', ''))}</pre>")
+                body.append(
+                    f'<pre style="white-space:pre-wrap;margin:2px 0;background:#fff5f5;padding:4px">'
+                    f"{e(t.get('text', ''))}</pre>"
+                )
             elif kind == "search":
-                body.append(f'<div><b>search:</b> <code style="color:#0550ae">{e(t.get("content", ""))}</code></div>')
+                body.append(
+                    f'<div><b>search:</b> <code style="color:#0550ae">{e(t.get("content", ""))}</code></div>'
+                )
                 if missing:
-                    body.append('<div style="color:#57606a">' + ("no results: the search failed" if self.status in
-                                ("search_error", "error") else "results not recorded") + "</div>")
+                    body.append(
+                        '<div style="color:#57606a">'
+                        + (
+                            "no results: the search failed"
+                            if self.status in ("search_error", "error")
+                            else "results not recorded"
+                        )
+                        + "</div>"
+                    )
                 elif s.get("docs") is None:
                     body.append('<div style="color:#57606a">documents not recorded</div>')
                 else:
                     docs = []
                     for d in s["docs"]:
-                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(d.get("text"), self.golds)
-                        text = "".join(f'<mark style="background:#aceebb">{e(p)}</mark>' if g else e(p)
-                                       for p, g in gold_spans(d.get("text", ""), self.golds))
-                        score = f'<span style="color:#57606a">{d["score"]:.2f}</span> ' \
-                            if isinstance(d.get("score"), (int, float)) else ""
+                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(
+                            d.get("text"), self.golds
+                        )
+                        text = "".join(
+                            f'<mark style="background:#aceebb">{e(p)}</mark>' if g else e(p)
+                            for p, g in gold_spans(d.get("text", ""), self.golds)
+                        )
+                        score = (
+                            f'<span style="color:#57606a">{d["score"]:.2f}</span> '
+                            if isinstance(d.get("score"), (int, float))
+                            else ""
+                        )
                         star = ' <b style="color:#1a7f37">★ contains the gold</b>' if hit else ""
                         docs.append(f"<li>{score}<b>{e(d.get('title', ''))}</b>{star}<br>{text}</li>")
                     body.append(f'<ol style="margin:2px 0;padding-left:22px">{"".join(docs)}</ol>')
@@ -340,12 +421,18 @@ class Trace:
         if self.role == "proposer":
             h.append(f"<div><b>proposed question:</b> {e(self.final or '(none)')}</div>")
         else:
-            h.append(f"<div><b>final answer:</b> {e(self.final if self.final is not None else '(none)')}</div>")
+            h.append(
+                f"<div><b>final answer:</b> {e(self.final if self.final is not None else '(none)')}</div>"
+            )
             if self.verdict:
-                h.append(f'<div><b>verdict:</b> <span style="color:{colour}">{e(self._verdict_text())}</span></div>')
+                h.append(
+                    f'<div><b>verdict:</b> <span style="color:{colour}">{e(self._verdict_text())}</span></div>'
+                )
                 if self.verdict.get("raw"):
-                    h.append(f'<details><summary>judge said</summary><pre style="white-space:pre-wrap">'
-                             f'{e(str(self.verdict["raw"]))}</pre></details>')
+                    h.append(
+                        f'<details><summary>judge said</summary><pre style="white-space:pre-wrap">'
+                        f"{e(str(self.verdict['raw']))}</pre></details>"
+                    )
         if self.meta.get("error"):
             h.append(f'<div style="color:#cf222e"><b>error:</b> {e(str(self.meta["error"]))}</div>')
         h.append("</div>")

@@ -24,9 +24,13 @@ class Trajectory(BaseModel):
     sample: int = Field(0, description="Index within the group.")
     prompt_ids: list[int]
     completion_ids: list[int]
-    env_mask: list[int] = Field(description="1 = token sampled by the policy, 0 = injected <information> text.")
+    env_mask: list[int] = Field(
+        description="1 = token sampled by the policy, 0 = injected <information> text."
+    )
     logprobs: list[float] = Field(description="Sampled-token log-probs (0.0 on injected tokens).")
-    turns_json: str = Field("[]", description="The assistant turns as JSON (text, kind, content, think, reason).")
+    turns_json: str = Field(
+        "[]", description="The assistant turns as JSON (text, kind, content, think, reason)."
+    )
     searches_json: str = Field("[]", description="Search calls and their documents as JSON.")
     n_turns: int = 0
     n_searches: int = 0
@@ -35,7 +39,9 @@ class Trajectory(BaseModel):
     question: str = Field("", description="The question the solver answered (solver) or proposed (proposer).")
     target: str = Field("", description="The target answer of the self-play item (the solver's gold).")
     hops: int = 1
-    skill_ids: list[str] = Field(default_factory=list, description="Skills in the solver's prompt (solver only).")
+    skill_ids: list[str] = Field(
+        default_factory=list, description="Skills in the solver's prompt (solver only)."
+    )
     skill_bank_version: int | None = None
     valid: bool | None = Field(None, description="Proposer: did the question pass validation.")
     invalid_reason: str | None = None
@@ -43,14 +49,19 @@ class Trajectory(BaseModel):
     correct: bool | None = None
     reward: float = 0.0
     success_rate: float | None = Field(None, description="Solver group success rate p of this item.")
-    trainable: bool = Field(True, description="False for rollouts excluded from training (e.g. search_error).")
-    selected: bool = Field(True, description="Part of the trainer's fixed-size batch for this step (extra valid "
-                           "groups beyond it are kept for analysis only).")
+    trainable: bool = Field(
+        True, description="False for rollouts excluded from training (e.g. search_error)."
+    )
+    selected: bool = Field(
+        True,
+        description="Part of the trainer's fixed-size batch for this step (extra valid "
+        "groups beyond it are kept for analysis only).",
+    )
     reused: bool = Field(False, description="True when the question came from the reuse pool, not this step.")
     policy_version: int = 0
 
     @classmethod
-    def from_state(cls, role: str, state: dict[str, Any], **fields: Any) -> "Trajectory":
+    def from_state(cls, role: str, state: dict[str, Any], **fields: Any) -> Trajectory:
         return cls(
             role=role,
             prompt_ids=state["prompt_ids"],

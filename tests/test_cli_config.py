@@ -7,7 +7,19 @@ from sesa_graph.cli import build_app
 from sesa_graph.config import ConfigError, load_config
 
 runner = CliRunner()
-COMMANDS = ["train", "rollout", "propose", "warmup", "search", "bank", "eval", "trace", "report", "policy", "config"]
+COMMANDS = [
+    "train",
+    "rollout",
+    "propose",
+    "warmup",
+    "search",
+    "bank",
+    "eval",
+    "trace",
+    "report",
+    "policy",
+    "config",
+]
 
 
 def test_every_command_has_help():

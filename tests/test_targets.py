@@ -10,8 +10,10 @@ from sesa_graph.targets import Target, bootstrap_question, build_embedded_pool, 
 
 def test_ssp_pool_format(tmp_path):
     p = tmp_path / "pool.jsonl"
-    rows = [{"ground_truth": ["Richard Strauss"], "search_turns": 2, "sys_question_example": "Who ...?"},
-            {"ground_truth": "Paris", "search_turns": 9}]
+    rows = [
+        {"ground_truth": ["Richard Strauss"], "search_turns": 2, "sys_question_example": "Who ...?"},
+        {"ground_truth": "Paris", "search_turns": 9},
+    ]
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert load_ssp_pool(p) == [Target("Richard Strauss", 2, "Who ...?"), Target("Paris", 5, None)]
     p.write_text('{"ground_truth": ["a"]}\nnot json\n')

@@ -25,7 +25,7 @@ def wheel_file(module: str, relpath: str, pip_name: str) -> Path:
             f"the embedded-data wheel {pip_name!r} is not installed; install it with: "
             f"{PIP_INSTALL.format(pip_name=pip_name)}  (or run scripts/setup.sh)"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / relpath
+    path = Path(next(iter(spec.submodule_search_locations))) / relpath
     if not path.exists():
         raise MissingAssetError(
             f"{path} is missing from the installed wheel {pip_name!r}; reinstall it with: "

@@ -41,7 +41,9 @@ class Encoder:
     @property
     def dim(self) -> int:
         m = self.model
-        get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension  # renamed in 6.x
+        get = (
+            getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        )  # renamed in 6.x
         return int(get())
 
     def _encode(self, texts: list[str], prompt_name: str | None) -> np.ndarray:

@@ -84,8 +84,13 @@ def _uvicorn(app: FastAPI, sock: socket.socket, log_level: str) -> uvicorn.Serve
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
 
 
-def serve_app(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-              sock: socket.socket | None = None) -> None:
+def serve_app(
+    app: FastAPI,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    sock: socket.socket | None = None,
+) -> None:
     """Serve any FastAPI app until interrupted; a taken port is a :class:`PortInUseError` before start-up."""
     sock = sock or bind_socket(host, port)
     _uvicorn(app, sock, log_level).run(sockets=[sock])

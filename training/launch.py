@@ -34,8 +34,10 @@ class TrainingStopped(RuntimeError):
     """A run stopped because one of its parts failed; what is committed stays, ``--resume`` continues."""
 
     def __init__(self, run_dir: Path, cause: str) -> None:
-        super().__init__(f"{cause}\n\nthe run stopped; committed steps are kept. Continue it with: "
-                         f"sesa train --resume {run_dir}\n(full traceback: {run_dir / 'logs' / 'train-error.log'})")
+        super().__init__(
+            f"{cause}\n\nthe run stopped; committed steps are kept. Continue it with: "
+            f"sesa train --resume {run_dir}\n(full traceback: {run_dir / 'logs' / 'train-error.log'})"
+        )
         self.run_dir = run_dir
 
 
@@ -48,7 +50,9 @@ def _log_traceback(run_dir: Path, exc: BaseException) -> None:
 
 
 class TrainerProcesses:
-    def __init__(self, run_dir: Path, launcher: list[str] | None = None, gpus: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, launcher: list[str] | None = None, gpus: dict[str, str] | None = None
+    ) -> None:
         self.run_dir = run_dir
         self.launcher = launcher or []
         self.gpus = gpus or {}
@@ -61,15 +65,24 @@ class TrainerProcesses:
         for role in ROLES:
             log = self.run_dir / "logs" / f"{role}-trainer.log"
             self.logs[role] = log
-            cmd = ([*self.launcher, "-m", "training.trainer"] if self.launcher
-                   else [sys.executable, "-m", "training.trainer"]) + [str(self.run_dir), "--role", role]
+            cmd = (
+                [*self.launcher, "-m", "training.trainer"]
+                if self.launcher
+                else [sys.executable, "-m", "training.trainer"]
+            ) + [str(self.run_dir), "--role", role]
             role_env = dict(env, CUDA_VISIBLE_DEVICES=self.gpus[role]) if role in self.gpus else env
             self.procs[role] = subprocess.Popen(
-                cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, env=role_env, start_new_session=True,
+                cmd,
+                stdout=open(log, "a"),  # noqa: SIM115 - the child keeps it
+                stderr=subprocess.STDOUT,
+                env=role_env,
+                start_new_session=True,
                 cwd=Path(__file__).resolve().parent.parent,
             )
         (self.run_dir / "sync").mkdir(exist_ok=True)
-        (self.run_dir / "sync" / "trainer_pids.json").write_text(json.dumps({r: p.pid for r, p in self.procs.items()}))
+        (self.run_dir / "sync" / "trainer_pids.json").write_text(
+            json.dumps({r: p.pid for r, p in self.procs.items()})
+        )
 
     def dead(self) -> str | None:
         """A message naming a trainer that exited with an error (None while all are fine)."""
@@ -190,24 +203,45 @@ def ensure_models(cfg: RunConfig) -> None:
             except FileNotFoundError:
                 from training.warmup import run_warmup
 
-                console.print("[bold]The format-warmed embedded policy is not built yet: running `sesa warmup` "
-                              "first (once, cached in $SESA_HOME).[/]")
+                console.print(
+                    "[bold]The format-warmed embedded policy is not built yet: running `sesa warmup` "
+                    "first (once, cached in $SESA_HOME).[/]"
+                )
                 run_warmup("embedded")
 
 
 def step_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="self-play", show_lines=False)
-    for col in ("step", "valid", "reused", "p (groups)", "frontier batch (all)", "R prop", "R solv", "bank", "queue", "consolid.", "s"):
+    for col in (
+        "step",
+        "valid",
+        "reused",
+        "p (groups)",
+        "frontier batch (all)",
+        "R prop",
+        "R solv",
+        "bank",
+        "queue",
+        "consolid.",
+        "s",
+    ):
         t.add_column(col, justify="right")
     for m in rows[-12:]:
         c = m.get("consolidation")
         rates = m.get("solver_success_rates") or []
         t.add_row(
-            str(m["step"]), f"{m['valid_proposals']}/{m['items']}", str(m.get("reused_groups", 0)),
-            " ".join(f"{p:.1f}" for p in rates[:6]) + (" …" if len(rates) > 6 else ""), _frontier(m),
-            _f(m.get("proposer_reward_mean")), _f(m.get("solver_reward_mean")), str(m.get("bank_size", "-")),
+            str(m["step"]),
+            f"{m['valid_proposals']}/{m['items']}",
+            str(m.get("reused_groups", 0)),
+            " ".join(f"{p:.1f}" for p in rates[:6]) + (" …" if len(rates) > 6 else ""),
+            _frontier(m),
+            _f(m.get("proposer_reward_mean")),
+            _f(m.get("solver_reward_mean")),
+            str(m.get("bank_size", "-")),
             str(m.get("queue", "-")),
-            (f"+{c['admitted']}" + (" err" if c.get("error") else "")) if c else ("started" if m.get("consolidation_started") else ""),
+            (f"+{c['admitted']}" + (" err" if c.get("error") else ""))
+            if c
+            else ("started" if m.get("consolidation_started") else ""),
             f"{m.get('seconds', 0):.0f}",
         )
     return t
@@ -234,25 +268,36 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
         console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
         return run_dir
     ensure_models(cfg)
-    console.print(f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}")
+    console.print(
+        f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}"
+    )
     t0 = time.time()
     trainers = TrainerProcesses(run_dir, cfg.train.trainer_launcher, cfg.train.trainer_gpus)
     rows: list[dict[str, Any]] = []
     mpath = run_dir / "metrics.jsonl"
     if mpath.exists():
-        rows = [json.loads(line) for line in mpath.read_text().splitlines() if line.strip() and '"step"' in line]
+        rows = [
+            json.loads(line) for line in mpath.read_text().splitlines() if line.strip() and '"step"' in line
+        ]
     # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
     # trainers running; treat it like Ctrl-C.
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    previous = (
+        signal.signal(signal.SIGTERM, _terminate)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     orch = None
     phases: dict[str, float] = {}
     try:
         trainers.start()
         orch = Orchestrator(cfg, run_dir, resume=resume is not None)
         phases["policies_ready_s"] = round(time.time() - t0, 1)
-        console.print(f"policies ready after {time.time() - t0:.0f}s "
-                      f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})")
+        console.print(
+            f"policies ready after {time.time() - t0:.0f}s "
+            f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})"
+        )
         with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
+
             def on_step(s: Any) -> None:
                 rows.append(s.metrics)
                 live.update(step_table(rows))
@@ -278,13 +323,17 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
         trainers.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    summary = write_summary(run_dir, cfg, rows, time.time() - t0, phase_split(rows[-(cfg.train.steps - start):], phases))
+    summary = write_summary(
+        run_dir, cfg, rows, time.time() - t0, phase_split(rows[-(cfg.train.steps - start) :], phases)
+    )
     console.print_json(json.dumps(summary))
     return run_dir
 
 
 def _engine(pcfg: Any) -> str:
-    return {"vllm": "vLLM server", "local": "in-process transformers"}.get(pcfg.backend, f"endpoint {pcfg.base_url}")
+    return {"vllm": "vLLM server", "local": "in-process transformers"}.get(
+        pcfg.backend, f"endpoint {pcfg.base_url}"
+    )
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -303,17 +352,29 @@ def phase_split(rows: list[dict[str, Any]], phases: dict[str, float]) -> dict[st
     }
 
 
-def write_summary(run_dir: Path, cfg: RunConfig, rows: list[dict[str, Any]], seconds: float,
-                  phases: dict[str, float] | None = None) -> dict[str, Any]:
+def write_summary(
+    run_dir: Path,
+    cfg: RunConfig,
+    rows: list[dict[str, Any]],
+    seconds: float,
+    phases: dict[str, float] | None = None,
+) -> dict[str, Any]:
     rates = [p for m in rows for p in (m.get("solver_success_rates") or [])]
     summary = {
-        "run": str(run_dir), "steps": len(rows), "wall_s": round(seconds, 1), "phases": phases or {},
+        "run": str(run_dir),
+        "steps": len(rows),
+        "wall_s": round(seconds, 1),
+        "phases": phases or {},
         "engines": {"solver": cfg.solver_policy.backend, "proposer": cfg.proposer_policy.backend},
         "peak_rss_mib_orchestrator": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "peak_rss_mib_children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
         "valid_rate": _avg([m["valid_rate"] for m in rows]),
-        "proposer_reward_mean": _avg([m["proposer_reward_mean"] for m in rows if m.get("proposer_reward_mean") is not None]),
-        "solver_reward_mean": _avg([m["solver_reward_mean"] for m in rows if m.get("solver_reward_mean") is not None]),
+        "proposer_reward_mean": _avg(
+            [m["proposer_reward_mean"] for m in rows if m.get("proposer_reward_mean") is not None]
+        ),
+        "solver_reward_mean": _avg(
+            [m["solver_reward_mean"] for m in rows if m.get("solver_reward_mean") is not None]
+        ),
         "frontier_group_share": _avg([1.0 if 0 < p < 1 else 0.0 for p in rates]),
         # the solver groups the trainer learned from that had reward variance (nonzero GRPO advantage)
         "batch_frontier_groups": sum(m.get("batch_frontier_groups", 0) for m in rows),

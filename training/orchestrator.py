@@ -12,16 +12,17 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
 from sesa_graph.memory.memory import SkillMemory
-from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
+from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, make_policies
 from sesa_graph.targets import bootstrap_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
@@ -50,11 +51,18 @@ class Orchestrator:
         self.sync = SyncDir(run_dir)
         self.search = make_backend(cfg.search)
         logs = self.run_dir / "logs"
-        self.solver_policy, self.proposer_policy = make_policies([
-            (cfg.solver_policy, None, logs / "solver-vllm.log"), (cfg.proposer_policy, None, logs / "proposer-vllm.log")],
-            owner=str(self.run_dir.resolve()))
-        servers = {role: p.server.proc.pid for role, p in (("solver", self.solver_policy),
-                   ("proposer", self.proposer_policy)) if getattr(p, "server", None) is not None}
+        self.solver_policy, self.proposer_policy = make_policies(
+            [
+                (cfg.solver_policy, None, logs / "solver-vllm.log"),
+                (cfg.proposer_policy, None, logs / "proposer-vllm.log"),
+            ],
+            owner=str(self.run_dir.resolve()),
+        )
+        servers = {
+            role: p.server.proc.pid
+            for role, p in (("solver", self.solver_policy), ("proposer", self.proposer_policy))
+            if getattr(p, "server", None) is not None
+        }
         (self.sync.root / "server_pids.json").write_text(json.dumps(servers))
         try:
             self._build(cfg, resume)
@@ -66,16 +74,26 @@ class Orchestrator:
         self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
-        self.memory = opener(bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None)
+        self.memory = opener(
+            bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None
+        )
         self.pool = load_pool(cfg.train.target_pool, cfg.train.max_hops, cfg.seed)
         self.reuse = ReusePool(self.run_dir / "reuse_pool.json")
         self.versions = {"proposer": 0, "solver": 0}
         pc = cfg.proposer
         self.ctx = SelfPlayContext(
-            proposer=ProposeContext(self.proposer_policy, self.search, proposer_spec(pc, cfg.solver.search_k,
-                                    cfg.solver.doc_chars), seed=cfg.seed, checks=pc, judge=self.solver_policy),
+            proposer=ProposeContext(
+                self.proposer_policy,
+                self.search,
+                proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars),
+                seed=cfg.seed,
+                checks=pc,
+                judge=self.solver_policy,
+            ),
             solver=RolloutContext(self.solver_policy, self.search, solver_spec(cfg.solver), seed=None),
-            judge=self.judge, group_size=cfg.solver.group_size, rewards=cfg.rewards,
+            judge=self.judge,
+            group_size=cfg.solver.group_size,
+            rewards=cfg.rewards,
             memory=self.memory if cfg.memory.mode != "off" else None,
         )
 
@@ -114,11 +132,20 @@ class Orchestrator:
         cfg, tc = self.cfg, self.cfg.train
         self.reuse.rewind(step)
         targets = sample_targets(self.pool, tc.targets_per_step, step, cfg.seed)
-        items = [{"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)]
-        common = dict(step=step, run=cfg.name, max_concurrency=tc.rollout_concurrency,
-                      bank_version=self.memory.version, policy_versions=(self.versions["proposer"], self.versions["solver"]))
+        items = [
+            {"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)
+        ]
+        common = {
+            "step": step,
+            "run": cfg.name,
+            "max_concurrency": tc.rollout_concurrency,
+            "bank_version": self.memory.version,
+            "policy_versions": (self.versions["proposer"], self.versions["solver"]),
+        }
         out = asyncio.run(run_step(items, self.ctx, **common))
-        fresh = [{"question": t.question, "target": t.target, "hops": t.hops} for t in out.proposer if t.valid]
+        fresh = [
+            {"question": t.question, "target": t.target, "hops": t.hops} for t in out.proposer if t.valid
+        ]
         asked = {f["question"] for f in fresh}
         need = tc.questions_per_step - len(fresh)
         if need > 0:
@@ -126,30 +153,42 @@ class Orchestrator:
             asked |= {t.question for t in out.solver}
         short = tc.questions_per_step - _variance_groups(out.solver, cfg.solver.group_size)
         if tc.resample_groups and short > 0:
-            extra = self._reuse_items(step, tc.resample_groups, asked, first=out.metrics.get("reused_groups", 0),
-                                      strict=False)
+            extra = self._reuse_items(
+                step, tc.resample_groups, asked, first=out.metrics.get("reused_groups", 0), strict=False
+            )
             if extra:
                 out = _merge(out, asyncio.run(run_step(extra, self.ctx, **common)))
                 out.metrics["resampled_groups"] = len(extra)
-        solver = _select_groups(out.solver, tc.questions_per_step, cfg.solver.group_size,
-                                prefer_variance=tc.resample_groups > 0)
-        out.metrics["batch_frontier_groups"] = _variance_groups([t for t in solver if t.selected], cfg.solver.group_size)
+        solver = _select_groups(
+            out.solver, tc.questions_per_step, cfg.solver.group_size, prefer_variance=tc.resample_groups > 0
+        )
+        out.metrics["batch_frontier_groups"] = _variance_groups(
+            [t for t in solver if t.selected], cfg.solver.group_size
+        )
         self.store.write(step, "proposer", out.proposer)
         self.store.write(step, "solver", solver)
         report = self.memory.end_step(step, out.outcomes, out.failures) if cfg.memory.mode != "off" else None
         self.reuse.add(step, fresh)  # after the picks above, so a step never reuses its own questions
-        self.reuse.record(step, {t.question: t.success_rate for t in out.solver if t.success_rate is not None})
+        self.reuse.record(
+            step, {t.question: t.success_rate for t in out.solver if t.success_rate is not None}
+        )
         self.reuse.save()
         metrics = dict(out.metrics)
-        metrics.update(self._memory_metrics(report), seconds=round(time.perf_counter() - t0, 2),
-                       policy_versions=dict(self.versions), time=time.time(), **(timing or {}))
+        metrics.update(
+            self._memory_metrics(report),
+            seconds=round(time.perf_counter() - t0, 2),
+            policy_versions=dict(self.versions),
+            time=time.time(),
+            **(timing or {}),
+        )
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
         self.sync.commit(step, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
 
-    def _reuse_items(self, step: int, need: int, asked: set[str], first: int = 0,
-                     strict: bool = True) -> list[dict[str, Any]]:
+    def _reuse_items(
+        self, step: int, need: int, asked: set[str], first: int = 0, strict: bool = True
+    ) -> list[dict[str, Any]]:
         """``need`` questions from earlier steps not already asked this step (grounded bootstrap questions
         when the pool runs short), as self-play items that skip the proposer; ids count on from ``first``.
         ``strict``: fewer than ``need`` is an error."""
@@ -159,18 +198,31 @@ class Orchestrator:
             self.reuse.add(step, boot)  # they may be asked again at later steps, like proposals
             picks += boot
         if len(picks) < need and strict:
-            raise RuntimeError("cannot fill the solver batch: no valid proposal yet and no bootstrap question")
-        return [{"item_id": f"{step}-r{first + i}", "target": p["target"], "hops": p["hops"],
-                 "reuse_question": p["question"]} for i, p in enumerate(picks)]
+            raise RuntimeError(
+                "cannot fill the solver batch: no valid proposal yet and no bootstrap question"
+            )
+        return [
+            {
+                "item_id": f"{step}-r{first + i}",
+                "target": p["target"],
+                "hops": p["hops"],
+                "reuse_question": p["question"],
+            }
+            for i, p in enumerate(picks)
+        ]
 
     def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
         """Questions for the first steps of an untrained proposer: the warm-up's grounded solver questions
         (their search retrieves the answer's article) on the embedded corpus, else cloze questions; none
         of ``skip``."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
-            from training.warmup_data import PROPOSER_KINDS, DEFAULT_MIX, Synthesizer
+            from training.warmup_data import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
 
-            mix = {k: v for k, v in DEFAULT_MIX.items() if k not in PROPOSER_KINDS and not k.startswith(("retry", "giveup"))}
+            mix = {
+                k: v
+                for k, v in DEFAULT_MIX.items()
+                if k not in PROPOSER_KINDS and not k.startswith(("retry", "giveup"))
+            }
             # the same seed each call of a step, so a second call skips the first one's questions
             rows = Synthesizer(self.search, seed=self.cfg.seed * 1000 + step).generate(n + len(skip), mix)
             out = []
@@ -188,7 +240,11 @@ class Orchestrator:
             if len(out) == n:
                 break
             t = rng.choice(self.pool)
-            q = bootstrap_question(t.answer, self.cfg.search.corpus) if self.cfg.search.backend != "http" else None
+            q = (
+                bootstrap_question(t.answer, self.cfg.search.corpus)
+                if self.cfg.search.backend != "http"
+                else None
+            )
             if q and q not in skip:
                 skip = skip | {q}
                 out.append({"question": q, "target": t.answer, "hops": 1})
@@ -198,17 +254,28 @@ class Orchestrator:
         if report is None:
             return {"bank_size": 0, "bank_version": None}
         bank = self.memory.bank
-        m: dict[str, Any] = {"bank_size": len(bank.skills()) if bank else 0, "bank_version": self.memory.version,
-                             "queue": len(self.memory.queue) if self.memory.queue is not None else 0,
-                             "consolidation_started": report.consolidation_started}
+        m: dict[str, Any] = {
+            "bank_size": len(bank.skills()) if bank else 0,
+            "bank_version": self.memory.version,
+            "queue": len(self.memory.queue) if self.memory.queue is not None else 0,
+            "consolidation_started": report.consolidation_started,
+        }
         if report.commit is not None:
             c = report.commit
-            m["consolidation"] = {"version": c.version, "admitted": len(c.admitted), "evicted": len(c.evicted),
-                                  "rejected": c.rejected, "picked": c.picked, "error": c.error}
+            m["consolidation"] = {
+                "version": c.version,
+                "admitted": len(c.admitted),
+                "evicted": len(c.evicted),
+                "rejected": c.rejected,
+                "picked": c.picked,
+                "error": c.error,
+            }
         return m
 
     # ---- the loop -----------------------------------------------------------------------------------
-    def run(self, start: int, alive: Callable[[], str | None], on_step: Callable[[StepSummary], None]) -> None:
+    def run(
+        self, start: int, alive: Callable[[], str | None], on_step: Callable[[StepSummary], None]
+    ) -> None:
         timeout = self.cfg.train.wait_timeout_s
 
         def everyone_alive() -> str | None:
@@ -217,38 +284,66 @@ class Orchestrator:
         for step in range(start, self.cfg.train.steps):
             t0 = time.perf_counter()
             for role in ("proposer", "solver"):
-                self.sync.wait(lambda r=role: self.sync.is_ready(r, step), f"the {role} trainer (step {step})",
-                               timeout, everyone_alive)
+                self.sync.wait(
+                    lambda r=role, s=step: self.sync.is_ready(r, s),
+                    f"the {role} trainer (step {step})",
+                    timeout,
+                    everyone_alive,
+                )
             waited = time.perf_counter() - t0
             synced = self.sync_weights()
             if (dead := self.servers_dead()) is not None:
                 raise PolicyUnavailableError(dead)
-            summary = self.run_step(step, timing={"wait_trainers_s": round(waited, 2), "weight_sync_s": synced})
+            summary = self.run_step(
+                step, timing={"wait_trainers_s": round(waited, 2), "weight_sync_s": synced}
+            )
             on_step(summary)
         self.finish()
 
     def finish(self) -> None:
         """Commit a consolidation still running so its skills are not lost, and snapshot the bank."""
-        if self.cfg.memory.mode == "on" and self.memory.consolidator is not None and self.memory.consolidator.busy:
+        if (
+            self.cfg.memory.mode == "on"
+            and self.memory.consolidator is not None
+            and self.memory.consolidator.busy
+        ):
             report = self.memory.commit(self.cfg.train.steps, wait=True, timeout=900)
             if report is not None:
                 with open(self.run_dir / "metrics.jsonl", "a") as f:
-                    f.write(json.dumps({"final_consolidation": {"version": report.version,
-                                        "admitted": len(report.admitted), "rejected": report.rejected}}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "final_consolidation": {
+                                    "version": report.version,
+                                    "admitted": len(report.admitted),
+                                    "rejected": report.rejected,
+                                }
+                            }
+                        )
+                        + "\n"
+                    )
         self.memory.close()
 
 
 def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
     m = dict(a.metrics)
     m["reused_groups"] = a.metrics.get("reused_groups", 0) + b.metrics.get("reused_groups", 0)
-    m["solver_status"] = {k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
-                          for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}}
+    m["solver_status"] = {
+        k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
+        for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}
+    }
     m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
     m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
     m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])
     m["failures"] = a.metrics["failures"] + b.metrics["failures"]
-    return StepOutput(a.items + b.items, a.proposer, a.solver + b.solver, a.failures + b.failures,
-                      a.outcomes + b.outcomes, m)
+    return StepOutput(
+        a.items + b.items,
+        a.proposer,
+        a.solver + b.solver,
+        a.failures + b.failures,
+        a.outcomes + b.outcomes,
+        m,
+    )
 
 
 def _groups(solver: list[Trajectory]) -> dict[str, list[Trajectory]]:
@@ -267,10 +362,12 @@ def _variance_groups(solver: list[Trajectory], group_size: int) -> int:
     return sum(1 for g in _groups(solver).values() if len(g) == group_size and _has_variance(g))
 
 
-def _select_groups(solver: list[Trajectory], questions: int, group_size: int,
-                   prefer_variance: bool = False) -> list[Trajectory]:
+def _select_groups(
+    solver: list[Trajectory], questions: int, group_size: int, prefer_variance: bool = False
+) -> list[Trajectory]:
     """Mark the first ``questions`` complete groups as the trainer's batch -- with ``prefer_variance`` those
     whose rewards differ first -- fresh before reused; keep the rest."""
+
     def rank(g: list[Trajectory]) -> tuple[bool, bool, bool]:
         return len(g) != group_size, prefer_variance and not _has_variance(g), g[0].reused
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from sesa_graph.fsutil import write_json_atomic
 
@@ -30,16 +31,26 @@ class ReusePool:
 
     def rewind(self, step: int) -> None:
         """Forget what steps >= ``step`` added: a step killed after saving the pool runs again from scratch."""
-        self.entries = [dict(e, rates={k: v for k, v in e["rates"].items() if int(k) < step})
-                        for e in self.entries if e["step"] < step]
+        self.entries = [
+            dict(e, rates={k: v for k, v in e["rates"].items() if int(k) < step})
+            for e in self.entries
+            if e["step"] < step
+        ]
 
     def add(self, step: int, items: Iterable[Mapping[str, Any]]) -> None:
         known = {e["question"] for e in self.entries}
         for it in items:
             if it["question"] not in known:
                 known.add(it["question"])
-                self.entries.append({"question": it["question"], "target": it["target"], "hops": it["hops"],
-                                     "step": step, "rates": {}})
+                self.entries.append(
+                    {
+                        "question": it["question"],
+                        "target": it["target"],
+                        "hops": it["hops"],
+                        "step": step,
+                        "rates": {},
+                    }
+                )
 
     def record(self, step: int, rates: Mapping[str, float]) -> None:
         """The success rate each question's solver group got at ``step`` (question text -> p)."""
@@ -47,8 +58,14 @@ class ReusePool:
             if e["question"] in rates:
                 e["rates"][str(step)] = rates[e["question"]]
 
-    def pick(self, step: int, n: int, exclude: Iterable[str] = (),
-             strategy: Literal["uniform", "frontier"] = "uniform", seed: int = 0) -> list[dict[str, Any]]:
+    def pick(
+        self,
+        step: int,
+        n: int,
+        exclude: Iterable[str] = (),
+        strategy: Literal["uniform", "frontier"] = "uniform",
+        seed: int = 0,
+    ) -> list[dict[str, Any]]:
         """Up to ``n`` distinct questions proposed before ``step`` and not in ``exclude``.
 
         ``uniform`` draws at random; ``frontier`` first draws those whose last group had 0 < p < 1, then

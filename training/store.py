@@ -7,8 +7,8 @@ half-written file; ``pandas.read_parquet`` and ``datasets.load_dataset("parquet"
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -50,5 +50,11 @@ class TrajectoryStore:
         return sorted(int(p.name.split("-")[1]) for p in self.root.glob("step-*") if any(p.glob("*.parquet")))
 
     def read_all(self, role: str | None = None) -> pd.DataFrame:
-        frames = [self.read(s, r) for s in self.steps() for r in ((role,) if role else ROLES) if self.exists(s, r)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(Trajectory.model_fields))
+        frames = [
+            self.read(s, r) for s in self.steps() for r in ((role,) if role else ROLES) if self.exists(s, r)
+        ]
+        return (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=list(Trajectory.model_fields))
+        )

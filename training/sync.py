@@ -15,8 +15,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sesa_graph.fsutil import write_json_atomic
 
@@ -61,7 +62,9 @@ class SyncDir:
         return int(f.read_text()) if f.exists() else None
 
     def mark_ready(self, role: str, step: int) -> None:
-        _touch_json(self.root / f"ready-{role}-{step}.json", {"step": step, "time": time.time(), "pid": os.getpid()})
+        _touch_json(
+            self.root / f"ready-{role}-{step}.json", {"step": step, "time": time.time(), "pid": os.getpid()}
+        )
 
     def is_ready(self, role: str, step: int) -> bool:
         return (self.root / f"ready-{role}-{step}.json").exists()
@@ -83,8 +86,14 @@ class SyncDir:
         f = self.root / "STOP.json"
         return json.loads(f.read_text())["reason"] if f.exists() else None
 
-    def wait(self, cond: Callable[[], bool], what: str, timeout_s: float,
-             alive: Callable[[], str | None] | None = None, poll_s: float = 0.2) -> None:
+    def wait(
+        self,
+        cond: Callable[[], bool],
+        what: str,
+        timeout_s: float,
+        alive: Callable[[], str | None] | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
         """Block until ``cond()``; raise if ``alive()`` names a dead peer, on STOP, or after the timeout."""
         deadline = time.monotonic() + timeout_s
         while not cond():

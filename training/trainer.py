@@ -51,7 +51,9 @@ def rows_for_training(df: Any, expected: int, role: str, step: int) -> dict[str,
     if "selected" in df.columns:
         df = df[df["selected"]]
     if len(df) != expected:
-        raise RuntimeError(f"step {step}: {len(df)} {role} rollouts selected, the trainer's batch is {expected}")
+        raise RuntimeError(
+            f"step {step}: {len(df)} {role} rollouts selected, the trainer's batch is {expected}"
+        )
     env_masks = []
     for mask, trainable in zip(df["env_mask"], df["trainable"]):
         mask = [int(x) for x in mask]
@@ -93,8 +95,10 @@ def latest_checkpoint(out_dir: Path) -> str | None:
     a trainer killed while saving leaves a directory without a readable one; resuming from it would crash,
     and the checkpoint before it (kept until the new one is complete) holds the state to go on from.
     """
-    ckpts = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()),
-                   key=lambda p: int(p.name.split("-")[1]))
+    ckpts = sorted(
+        (p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()),
+        key=lambda p: int(p.name.split("-")[1]),
+    )
     while ckpts:
         newest = ckpts.pop()
         try:
@@ -111,7 +115,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--role", choices=("solver", "proposer"), required=True)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.role}-trainer %(levelname)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s {args.role}-trainer %(levelname)s: %(message)s"
+    )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
     import torch
@@ -162,7 +168,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype))
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype)
+    )
 
     parent = os.getppid()
 
@@ -174,15 +182,23 @@ def main(argv: list[str] | None = None) -> None:
         sync.publish_weights(role, step, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
         sync.mark_ready(role, step)
         log.info("weights for step %d published; waiting for the step's trajectories", step)
-        sync.wait(lambda: sync.is_committed(step), f"step {step} trajectories", cfg.train.wait_timeout_s,
-                  alive=orchestrator_gone)
+        sync.wait(
+            lambda: sync.is_committed(step),
+            f"step {step} trajectories",
+            cfg.train.wait_timeout_s,
+            alive=orchestrator_gone,
+        )
         out = rows_for_training(store.read(step, role), len(prompts), role, step)
         return out
 
     dataset = Dataset.from_dict({"prompt": [f"{role} self-play"] * (batch * cfg.train.steps)})
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[passthrough_reward], args=grpo, train_dataset=dataset,
-        processing_class=tokenizer, rollout_func=rollout_func,
+        model=model,
+        reward_funcs=[passthrough_reward],
+        args=grpo,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
     )
     try:
         trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))

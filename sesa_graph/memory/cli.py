@@ -61,7 +61,9 @@ def _short(text: str, n: int = 70) -> str:
 def show(
     bank: BankArg,
     top: Annotated[int, typer.Option("--top", "-n", help="How many skills to list (0: all).")] = 20,
-    sort: Annotated[SortKey, typer.Option(help="Order by this counter (score = helpful - hurt).")] = SortKey.helpful,
+    sort: Annotated[
+        SortKey, typer.Option(help="Order by this counter (score = helpful - hurt).")
+    ] = SortKey.helpful,
 ) -> None:
     """The bank's version, size, queue and statistics, and its top skills by a counter."""
     from sesa_graph.memory.bank import QUEUE, BankError
@@ -74,9 +76,11 @@ def show(
     except (BankError, OSError, ValueError, KeyError) as exc:
         _fail(str(exc))
     seeds = sum(s.seed for s in skills)
-    console.print(f"[bold]{escape(str(path))}[/bold]  version {state['version']}  skills {len(skills)} ({seeds} "
-                  f"seeds)  tombstones {state.get('n_tombstones', 0)}  pending failures {pending}  "
-                  f"embedder {escape(state['embedder'])}")
+    console.print(
+        f"[bold]{escape(str(path))}[/bold]  version {state['version']}  skills {len(skills)} ({seeds} "
+        f"seeds)  tombstones {state.get('n_tombstones', 0)}  pending failures {pending}  "
+        f"embedder {escape(state['embedder'])}"
+    )
     if state.get("stats"):
         console.print("stats: " + escape(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items()))))
     skills.sort(key=_SORT[sort.value], reverse=True)
@@ -85,15 +89,24 @@ def show(
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold")
     for s in skills[: top or None]:
-        table.add_row(escape(s.id) + ("*" if s.seed else ""), s.category, str(s.retrieved), str(s.helpful),
-                      str(s.hurt), str(s.created_step), escape(_short(s.description)))
+        table.add_row(
+            escape(s.id) + ("*" if s.seed else ""),
+            s.category,
+            str(s.retrieved),
+            str(s.helpful),
+            str(s.hurt),
+            str(s.created_step),
+            escape(_short(s.description)),
+        )
     console.print(table)
     console.print("* seed (permanent)")
 
 
 @bank_app.command("diff")
 def diff(
-    a: Annotated[str, typer.Argument(help="Earlier snapshot: a .jsonl path, or a version number with --bank.")],
+    a: Annotated[
+        str, typer.Argument(help="Earlier snapshot: a .jsonl path, or a version number with --bank.")
+    ],
     b: Annotated[str, typer.Argument(help="Later snapshot: a .jsonl path, or a version number with --bank.")],
     bank: Annotated[Path | None, typer.Option(help="Bank (or run) directory, for version numbers.")] = None,
 ) -> None:
@@ -106,25 +119,39 @@ def diff(
         d = diff_snapshots(read_skills(pa), read_skills(pb))
     except (BankError, OSError, ValueError) as exc:
         _fail(str(exc))
-    console.print(f"{escape(pa.name)} -> {escape(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
-                  f"evicted, {len(d.changed)} with new counters")
+    console.print(
+        f"{escape(pa.name)} -> {escape(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
+        f"evicted, {len(d.changed)} with new counters"
+    )
     for s in d.admitted:
         console.print(f"[green]+ {escape(s.id)}[/green] ({s.category}) {escape(_short(s.description, 90))}")
     for s in d.evicted:
-        console.print(f"[red]- {escape(s.id)}[/red] (ret {s.retrieved}, help {s.helpful}, hurt {s.hurt}) "
-                      f"{escape(_short(s.description, 80))}")
+        console.print(
+            f"[red]- {escape(s.id)}[/red] (ret {s.retrieved}, help {s.helpful}, hurt {s.hurt}) "
+            f"{escape(_short(s.description, 80))}"
+        )
     for old, new in d.changed:
-        console.print(f"~ {escape(new.id)}: retrieved {old.retrieved}->{new.retrieved}, helpful {old.helpful}->"
-                      f"{new.helpful}, hurt {old.hurt}->{new.hurt}")
+        console.print(
+            f"~ {escape(new.id)}: retrieved {old.retrieved}->{new.retrieved}, helpful {old.helpful}->"
+            f"{new.helpful}, hurt {old.hurt}->{new.hurt}"
+        )
 
 
 @bank_app.command("export")
 def export(
     bank: BankArg,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="'yaml' (a priming file another run can load) or 'jsonl' "
-                                     "(every field and counter, for notebooks).")] = "yaml",
-    seeds: Annotated[bool, typer.Option(help="Include the seed skills (yaml; jsonl always has all).")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="'yaml' (a priming file another run can load) or 'jsonl' "
+            "(every field and counter, for notebooks).",
+        ),
+    ] = "yaml",
+    seeds: Annotated[
+        bool, typer.Option(help="Include the seed skills (yaml; jsonl always has all).")
+    ] = False,
 ) -> None:
     """Write the current skills as a priming YAML or as JSONL."""
     import yaml
@@ -153,8 +180,15 @@ def export(
         write_skill_file(out, chosen, source="mined", note=f"exported from {bank}")
         console.print(f"wrote {len(chosen)} skills to {escape(str(out))}")
     else:
-        print(yaml.safe_dump(skill_file_data(chosen, note=f"exported from {bank}"), sort_keys=False,
-                             allow_unicode=True, width=110), end="")
+        print(
+            yaml.safe_dump(
+                skill_file_data(chosen, note=f"exported from {bank}"),
+                sort_keys=False,
+                allow_unicode=True,
+                width=110,
+            ),
+            end="",
+        )
 
 
 def load_distiller(spec: str, api_key_env: str | None = None) -> Any:
@@ -166,7 +200,7 @@ def load_distiller(spec: str, api_key_env: str | None = None) -> Any:
 
         return LocalPolicy(spec.partition(":")[2] or "embedded")
     if spec.startswith("openai:"):
-        model, _, url = spec[len("openai:"):].partition("@")
+        model, _, url = spec[len("openai:") :].partition("@")
         if not (model and url):
             raise ValueError(f"distiller spec {spec!r}: expected openai:MODEL@BASE_URL")
         key = "EMPTY"
@@ -179,23 +213,34 @@ def load_distiller(spec: str, api_key_env: str | None = None) -> Any:
         return OpenAIPolicy(base_url=url, model=model, api_key=key)
     module, sep, attr = spec.partition(":")
     if not sep:
-        raise ValueError(f"distiller spec {spec!r}: use local, local:MODEL, openai:MODEL@URL or module:factory")
+        raise ValueError(
+            f"distiller spec {spec!r}: use local, local:MODEL, openai:MODEL@URL or module:factory"
+        )
     return getattr(importlib.import_module(module), attr)()
 
 
 @bank_app.command("mine")
 def mine_cmd(
-    run: Annotated[Path, typer.Argument(help="Run directory with failures.jsonl (or the JSONL file itself).")],
+    run: Annotated[
+        Path, typer.Argument(help="Run directory with failures.jsonl (or the JSONL file itself).")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Priming YAML to write.")] = Path("priming.yaml"),
-    distiller: Annotated[str, typer.Option(help="local | local:MODEL | openai:MODEL@BASE_URL | "
-                                           "module:factory.")] = "local",
-    api_key_env: Annotated[str | None, typer.Option(help="Environment variable with the endpoint's API "
-                                                    "key.")] = None,
-    max_failures: Annotated[int, typer.Option("--max", help="Most failures to distil, highest priority "
-                                              "first.")] = 200,
-    against: Annotated[list[Path] | None, typer.Option(help="Other skill files the mined skills must not "
-                                                       "duplicate (the seeds always count).")] = None,
-    embedder: Annotated[str, typer.Option(help="Embedding model for deduplication (use the run's).")] = "embedded",
+    distiller: Annotated[
+        str, typer.Option(help="local | local:MODEL | openai:MODEL@BASE_URL | module:factory.")
+    ] = "local",
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable with the endpoint's API key.")
+    ] = None,
+    max_failures: Annotated[
+        int, typer.Option("--max", help="Most failures to distil, highest priority first.")
+    ] = 200,
+    against: Annotated[
+        list[Path] | None,
+        typer.Option(help="Other skill files the mined skills must not duplicate (the seeds always count)."),
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="Embedding model for deduplication (use the run's).")
+    ] = "embedded",
 ) -> None:
     """Mine candidate skills from a run's failures, deduplicate them, and write a priming file."""
     from sesa_graph.memory.config import MemoryConfig
@@ -207,12 +252,23 @@ def mine_cmd(
     except (ValueError, ImportError, AttributeError) as exc:
         _fail(str(exc))
     try:
-        res = mine_run(run, out, client, Encoder(embedder), MemoryConfig(embedder=embedder),
-                       max_failures=max_failures, against_files=against or [])
+        res = mine_run(
+            run,
+            out,
+            client,
+            Encoder(embedder),
+            MemoryConfig(embedder=embedder),
+            max_failures=max_failures,
+            against_files=against or [],
+        )
     except (OSError, ValueError) as exc:
         _fail(str(exc))
-    console.print(escape(f"distilled {res.responses} failures ({len(res.errored)} distiller errors): "
-                         f"{len(res.admitted)} admitted, rejected {dict(res.rejected)}"))
+    console.print(
+        escape(
+            f"distilled {res.responses} failures ({len(res.errored)} distiller errors): "
+            f"{len(res.admitted)} admitted, rejected {dict(res.rejected)}"
+        )
+    )
     if res.error:
         console.print(f"[yellow]distiller error:[/yellow] {escape(res.error)}")
     console.print(f"wrote {escape(str(out))}")

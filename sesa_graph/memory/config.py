@@ -65,7 +65,9 @@ class MemoryConfig(BaseModel):
         description="Queue priority bonus per additional failed rollout of the same question (within a "
         "group and across steps).",
     )
-    consolidate_every: int = Field(10, ge=1, description="Try a consolidation every this many steps (paper: 10).")
+    consolidate_every: int = Field(
+        10, ge=1, description="Try a consolidation every this many steps (paper: 10)."
+    )
     consolidate_min_pending: int = Field(
         20, ge=1, description="Consolidate only when at least this many failures are pending (paper: 20)."
     )
@@ -80,13 +82,17 @@ class MemoryConfig(BaseModel):
         "tombstone and every candidate admitted earlier in the same pass is <= this (paper: 0.93).",
     )
     evict_min_retrieved: int = Field(
-        3, ge=1, description="A non-seed skill can be evicted for low utility once retrieved this often (paper: 3)."
+        3,
+        ge=1,
+        description="A non-seed skill can be evicted for low utility once retrieved this often (paper: 3).",
     )
     evict_below_score: int = Field(
         0, description="Evict a non-seed skill whose helpful - hurt is below this (paper: 0)."
     )
     bank_cap: int = Field(
-        800, ge=1, description="Most skills in the bank (paper: 800); above it the lowest-scoring non-seed go."
+        800,
+        ge=1,
+        description="Most skills in the bank (paper: 800); above it the lowest-scoring non-seed go.",
     )
     tombstone_ttl_steps: int | None = Field(
         200,
@@ -118,21 +124,26 @@ class MemoryConfig(BaseModel):
         "instead of reporting (a dead distiller must not quietly turn 'on' into 'static').",
     )
     seeds_file: Path | None = Field(
-        None, description="YAML of permanent seed skills; None is the 15 shipped in sesa_graph/memory/seeds.yaml."
+        None,
+        description="YAML of permanent seed skills; None is the 15 shipped in sesa_graph/memory/seeds.yaml.",
     )
     priming_files: list[Path] = Field(
         default_factory=list,
         description="Extra YAML skill files loaded when a bank is created (e.g. written by `sesa bank mine`); "
         "their skills are evictable.",
     )
-    collection: str = Field("skills", description="Chroma collection name (tombstones go to '<name>_tombstones').")
+    collection: str = Field(
+        "skills", description="Chroma collection name (tombstones go to '<name>_tombstones')."
+    )
     chroma_host: str | None = Field(
         None,
         description="Use a Chroma server (`chroma run --path DIR --port PORT`) at this host instead of an "
         "in-process PersistentClient; for trainers and rollout workers on other machines. The bank's "
         "state, queue and snapshots stay in the bank directory of the one writer process.",
     )
-    chroma_port: int = Field(8000, ge=1, le=65535, description="Port of the Chroma server (with chroma_host).")
+    chroma_port: int = Field(
+        8000, ge=1, le=65535, description="Port of the Chroma server (with chroma_host)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryConfig:

@@ -68,17 +68,32 @@ class ConsolidationResult:
 
     def report(self) -> dict:
         return {
-            "step": self.step, "base_version": self.base_version, "picked": len(self.picked),
-            "responses": self.responses, "distiller_errors": len(self.errored), "error": self.error,
-            "admitted": len(self.admitted), "rejected": dict(self.rejected), "seconds": round(self.seconds, 3),
+            "step": self.step,
+            "base_version": self.base_version,
+            "picked": len(self.picked),
+            "responses": self.responses,
+            "distiller_errors": len(self.errored),
+            "error": self.error,
+            "admitted": len(self.admitted),
+            "rejected": dict(self.rejected),
+            "seconds": round(self.seconds, 3),
             "admitted_skills": [s.model_dump(mode="json") for s, _ in self.admitted[:MAX_EXAMPLES]],
             "rejected_examples": self.rejected_examples,
         }
 
 
-async def distill_pass(failures: Sequence[PendingFailure], bank_skills: dict[str, Skill], bank_matrix: np.ndarray,
-                       tomb_matrix: np.ndarray, client: Any, encoder: Any, config: MemoryConfig, step: int,
-                       base_version: int = 0, source: str = "distilled") -> ConsolidationResult:
+async def distill_pass(
+    failures: Sequence[PendingFailure],
+    bank_skills: dict[str, Skill],
+    bank_matrix: np.ndarray,
+    tomb_matrix: np.ndarray,
+    client: Any,
+    encoder: Any,
+    config: MemoryConfig,
+    step: int,
+    base_version: int = 0,
+    source: str = "distilled",
+) -> ConsolidationResult:
     """Distil ``failures`` into admitted candidates (see the module docstring). Never raises on model output."""
     t0 = time.perf_counter()
     res = ConsolidationResult(step=step, base_version=base_version, picked=[f.key for f in failures])
@@ -99,7 +114,9 @@ async def distill_pass(failures: Sequence[PendingFailure], bank_skills: dict[str
         if skill is None:
             res.rejected[reason] += 1
             if len(res.rejected_examples) < MAX_EXAMPLES:
-                res.rejected_examples.append({"reason": reason, "question": f.record.question, "output": out[:600]})
+                res.rejected_examples.append(
+                    {"reason": reason, "question": f.record.question, "output": out[:600]}
+                )
         else:
             candidates.append(skill)
     if res.errored and res.consumed:
@@ -124,8 +141,14 @@ async def distill_pass(failures: Sequence[PendingFailure], bank_skills: dict[str
 class Consolidator:
     """Runs at most one consolidation pass at a time in a background thread; hands back its result."""
 
-    def __init__(self, bank: SkillBank, queue: FailureQueue, client: Any, config: MemoryConfig,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        bank: SkillBank,
+        queue: FailureQueue,
+        client: Any,
+        config: MemoryConfig,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self.bank = bank
         self.queue = queue
         self.client = client
@@ -158,11 +181,17 @@ class Consolidator:
                 if self.loop is None:
                     self._result = asyncio.run(distill_pass(*coro_args))
                 else:
-                    self._result = asyncio.run_coroutine_threadsafe(distill_pass(*coro_args), self.loop).result()
+                    self._result = asyncio.run_coroutine_threadsafe(
+                        distill_pass(*coro_args), self.loop
+                    ).result()
             except BaseException as exc:  # noqa: BLE001 -- reported through the result, failures stay queued
-                self._result = ConsolidationResult(step=step, base_version=version, picked=[f.key for f in picked],
-                                                   errored=[f.key for f in picked],
-                                                   error=f"{type(exc).__name__}: {exc}")
+                self._result = ConsolidationResult(
+                    step=step,
+                    base_version=version,
+                    picked=[f.key for f in picked],
+                    errored=[f.key for f in picked],
+                    error=f"{type(exc).__name__}: {exc}",
+                )
 
         self._result = None
         self._thread = threading.Thread(target=run, name=f"sesa-consolidation-{step}", daemon=True)
@@ -178,8 +207,10 @@ class Consolidator:
             return None
         if wait:
             if self.loop is not None and self.loop.is_running() and _running_loop() is self.loop:
-                raise RuntimeError("waiting for a consolidation from the event loop that runs its distiller would "
-                                   "deadlock; call commit(wait=False) at each step boundary instead")
+                raise RuntimeError(
+                    "waiting for a consolidation from the event loop that runs its distiller would "
+                    "deadlock; call commit(wait=False) at each step boundary instead"
+                )
             self._thread.join(timeout)
         if self._thread.is_alive():
             return None

@@ -57,13 +57,18 @@ def build_messages(failure: PendingFailure, unhelpful: Sequence[Skill]) -> list[
     r = failure.record
     return [
         {"role": "system", "content": render_distiller_system(CATEGORIES)},
-        {"role": "user", "content": render_distiller_user(
-            r.question, r.golds, r.answer, r.searches, [s.prompt_text() for s in unhelpful])},
+        {
+            "role": "user",
+            "content": render_distiller_user(
+                r.question, r.golds, r.answer, r.searches, [s.prompt_text() for s in unhelpful]
+            ),
+        },
     ]
 
 
-async def call_distiller(client: Any, conversations: list[list[dict[str, str]]],
-                         config: MemoryConfig) -> list[str | BaseException]:
+async def call_distiller(
+    client: Any, conversations: list[list[dict[str, str]]], config: MemoryConfig
+) -> list[str | BaseException]:
     """One completion per conversation; a per-item error is returned in its slot, not raised.
 
     A PolicyClient gets all requests in one ``generate`` call (the local policy micro-batches them); if
@@ -72,9 +77,13 @@ async def call_distiller(client: Any, conversations: list[list[dict[str, str]]],
     if not conversations:
         return []
     if distiller_kind(client) == "policy":
-        sampling = SamplingParams(max_tokens=config.distiller_max_tokens, temperature=config.distiller_temperature)
+        sampling = SamplingParams(
+            max_tokens=config.distiller_max_tokens, temperature=config.distiller_temperature
+        )
         try:
-            results = await client.generate([GenerationRequest(messages=m, sampling=sampling) for m in conversations])
+            results = await client.generate(
+                [GenerationRequest(messages=m, sampling=sampling) for m in conversations]
+            )
         except Exception as exc:  # noqa: BLE001 -- any client failure is a distiller error, reported
             return [exc] * len(conversations)
         return [r.text for r in results]
@@ -85,11 +94,25 @@ async def call_distiller(client: Any, conversations: list[list[dict[str, str]]],
 # ---- parsing --------------------------------------------------------------------------------------------
 
 _ALIASES = {
-    "description": "description", "skill": "description", "advice": "description", "tip": "description",
-    "trigger": "trigger", "trigger_condition": "trigger", "when": "trigger", "condition": "trigger",
-    "avoid": "avoid", "avoidance": "avoid", "avoidance_cue": "avoid", "pitfall": "avoid",
-    "queries": "queries", "query_templates": "queries", "query_template": "queries", "query": "queries",
-    "templates": "queries", "category": "category", "type": "category",
+    "description": "description",
+    "skill": "description",
+    "advice": "description",
+    "tip": "description",
+    "trigger": "trigger",
+    "trigger_condition": "trigger",
+    "when": "trigger",
+    "condition": "trigger",
+    "avoid": "avoid",
+    "avoidance": "avoid",
+    "avoidance_cue": "avoid",
+    "pitfall": "avoid",
+    "queries": "queries",
+    "query_templates": "queries",
+    "query_template": "queries",
+    "query": "queries",
+    "templates": "queries",
+    "category": "category",
+    "type": "category",
 }
 _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _LINE_RE = re.compile(r"^\s*[-*#\s]*\**\s*([A-Za-z_ ]{3,24}?)\s*\**\s*[:=]\s*(.+?)\s*$")
@@ -165,10 +188,246 @@ def _normalize(fields: dict[str, Any]) -> dict[str, Any]:
 
 # ---- checks ---------------------------------------------------------------------------------------------
 
-STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "than", "that", "this", "these", "those", "there", "here", "of", "in", "on", "at", "to", "for", "from", "by", "with", "without", "about", "into", "onto", "over", "under", "between", "among", "through", "during", "before", "after", "above", "below", "up", "down", "out", "off", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had", "having", "it", "its", "it's", "they", "them", "their", "he", "him", "his", "she", "her", "we", "us", "our", "you", "your", "i", "me", "my", "who", "whom", "whose", "which", "what", "when", "where", "why", "how", "not", "no", "nor", "so", "too", "very", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "also", "just", "only", "any", "all", "each", "every", "both", "either", "neither", "some", "such", "same", "other", "another", "own", "one", "two", "as", "it", "per", "via", "vs", "e.g", "i.e", "etc", "like", "more", "most", "less", "least", "much", "many", "few", "several"])
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "there",
+        "here",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "without",
+        "about",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "between",
+        "among",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "up",
+        "down",
+        "out",
+        "off",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "done",
+        "have",
+        "has",
+        "had",
+        "having",
+        "it",
+        "its",
+        "it's",
+        "they",
+        "them",
+        "their",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "we",
+        "us",
+        "our",
+        "you",
+        "your",
+        "i",
+        "me",
+        "my",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "not",
+        "no",
+        "nor",
+        "so",
+        "too",
+        "very",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "also",
+        "just",
+        "only",
+        "any",
+        "all",
+        "each",
+        "every",
+        "both",
+        "either",
+        "neither",
+        "some",
+        "such",
+        "same",
+        "other",
+        "another",
+        "own",
+        "one",
+        "two",
+        "as",
+        "it",
+        "per",
+        "via",
+        "vs",
+        "e.g",
+        "i.e",
+        "etc",
+        "like",
+        "more",
+        "most",
+        "less",
+        "least",
+        "much",
+        "many",
+        "few",
+        "several",
+    ]
+)
 
 # Words that every piece of search advice contains; advice made only of these says nothing.
-GENERIC = frozenset(["search", "searches", "searching", "searched", "query", "queries", "question", "questions", "answer", "answers", "answering", "information", "info", "relevant", "relevance", "carefully", "careful", "thoroughly", "thorough", "better", "best", "good", "right", "correct", "correctly", "accurate", "accurately", "sure", "make", "makes", "making", "always", "never", "try", "trying", "find", "finding", "found", "look", "looking", "check", "checking", "checked", "verify", "use", "using", "used", "result", "results", "source", "sources", "think", "thinking", "step", "steps", "helpful", "useful", "important", "specific", "details", "detail", "again", "keyword", "keywords", "term", "terms", "need", "needs", "get", "getting", "read", "reading", "first", "next", "agent", "skill", "skills", "approach", "strategy", "way", "ways", "thing", "things", "fact", "facts", "data", "properly", "appropriate", "appropriately", "possible", "relevant", "related", "consider", "ensure"])
+GENERIC = frozenset(
+    [
+        "search",
+        "searches",
+        "searching",
+        "searched",
+        "query",
+        "queries",
+        "question",
+        "questions",
+        "answer",
+        "answers",
+        "answering",
+        "information",
+        "info",
+        "relevant",
+        "relevance",
+        "carefully",
+        "careful",
+        "thoroughly",
+        "thorough",
+        "better",
+        "best",
+        "good",
+        "right",
+        "correct",
+        "correctly",
+        "accurate",
+        "accurately",
+        "sure",
+        "make",
+        "makes",
+        "making",
+        "always",
+        "never",
+        "try",
+        "trying",
+        "find",
+        "finding",
+        "found",
+        "look",
+        "looking",
+        "check",
+        "checking",
+        "checked",
+        "verify",
+        "use",
+        "using",
+        "used",
+        "result",
+        "results",
+        "source",
+        "sources",
+        "think",
+        "thinking",
+        "step",
+        "steps",
+        "helpful",
+        "useful",
+        "important",
+        "specific",
+        "details",
+        "detail",
+        "again",
+        "keyword",
+        "keywords",
+        "term",
+        "terms",
+        "need",
+        "needs",
+        "get",
+        "getting",
+        "read",
+        "reading",
+        "first",
+        "next",
+        "agent",
+        "skill",
+        "skills",
+        "approach",
+        "strategy",
+        "way",
+        "ways",
+        "thing",
+        "things",
+        "fact",
+        "facts",
+        "data",
+        "properly",
+        "appropriate",
+        "appropriately",
+        "possible",
+        "relevant",
+        "related",
+        "consider",
+        "ensure",
+    ]
+)
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _BRACKETS_RE = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>")
@@ -207,13 +466,21 @@ def question_entities(question: str, golds: Sequence[str] = (), answer: str | No
     for quoted in re.findall(r"[\"“]([^\"”]{3,})[\"”]", question):
         ents |= {w for w in _words(quoted) if w not in STOPWORDS}
     for text in [*golds, answer or ""]:
-        ents |= {w for w in _words(text) if w not in STOPWORDS and w not in _COMMON_ANSWERS
-                 and (len(w) > 2 or w.isdigit())}
+        ents |= {
+            w
+            for w in _words(text)
+            if w not in STOPWORDS and w not in _COMMON_ANSWERS and (len(w) > 2 or w.isdigit())
+        }
     return ents
 
 
-def check_candidate(fields: dict[str, Any] | None, failure: PendingFailure, config: MemoryConfig,
-                    step: int, source: str = "distilled") -> tuple[Skill | None, str | None]:
+def check_candidate(
+    fields: dict[str, Any] | None,
+    failure: PendingFailure,
+    config: MemoryConfig,
+    step: int,
+    source: str = "distilled",
+) -> tuple[Skill | None, str | None]:
     """(candidate skill, None) if it passes, else (None, reason)."""
     if fields is None:
         return None, "unparseable"
@@ -231,7 +498,9 @@ def check_candidate(fields: dict[str, Any] | None, failure: PendingFailure, conf
     if len(content_words(advice)) < config.min_content_words:
         return None, "vacuous"
     r = failure.record
-    copied = question_entities(r.question, r.golds, r.answer) & set(_words(" ".join(parts), placeholders=True))
+    copied = question_entities(r.question, r.golds, r.answer) & set(
+        _words(" ".join(parts), placeholders=True)
+    )
     if copied:
         return None, "copies_entities"
     prefix = "d" if source == "distilled" else "m"

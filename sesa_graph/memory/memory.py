@@ -42,9 +42,11 @@ def _check_distiller(config: MemoryConfig, distiller: Any) -> None:
     if config.mode != "on":
         return
     if distiller is None:
-        raise ValueError("memory mode 'on' needs a distiller: pass a PolicyClient (the local policy or an "
-                         "OpenAI-compatible endpoint) or a langchain-core chat model; or set mode 'static' to run "
-                         "without distillation")
+        raise ValueError(
+            "memory mode 'on' needs a distiller: pass a PolicyClient (the local policy or an "
+            "OpenAI-compatible endpoint) or a langchain-core chat model; or set mode 'static' to run "
+            "without distillation"
+        )
     distiller_kind(distiller)  # TypeError for anything else, now rather than at the first consolidation
 
 
@@ -74,20 +76,36 @@ class StepReport:
 class SkillMemory:
     """The skill memory of one run. Make it with :meth:`create` or :meth:`open` (never confused)."""
 
-    def __init__(self, config: MemoryConfig, bank: SkillBank | None, queue: FailureQueue | None,
-                 distiller: Any = None, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        config: MemoryConfig,
+        bank: SkillBank | None,
+        queue: FailureQueue | None,
+        distiller: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self.config = config
         self.bank = bank
         self.queue = queue
         self.distiller = distiller
         _check_distiller(config, distiller)
-        self.consolidator = (Consolidator(bank, queue, distiller, config, loop)
-                             if config.mode == "on" and bank is not None and queue is not None else None)
+        self.consolidator = (
+            Consolidator(bank, queue, distiller, config, loop)
+            if config.mode == "on" and bank is not None and queue is not None
+            else None
+        )
 
     # ---- construction --------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | Path | None, config: MemoryConfig | None = None, *, encoder: Any = None,
-               distiller: Any = None, loop: asyncio.AbstractEventLoop | None = None) -> SkillMemory:
+    def create(
+        cls,
+        path: str | Path | None,
+        config: MemoryConfig | None = None,
+        *,
+        encoder: Any = None,
+        distiller: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> SkillMemory:
         """A new memory: a new bank at ``path`` with seeds + ``config.priming_files`` (mode 'off': no bank)."""
         config = config or MemoryConfig()
         if config.mode == "off":
@@ -97,8 +115,15 @@ class SkillMemory:
         return cls(config, bank, cls._load_queue(bank), distiller, loop)
 
     @classmethod
-    def open(cls, path: str | Path | None, config: MemoryConfig | None = None, *, encoder: Any = None,
-             distiller: Any = None, loop: asyncio.AbstractEventLoop | None = None) -> SkillMemory:
+    def open(
+        cls,
+        path: str | Path | None,
+        config: MemoryConfig | None = None,
+        *,
+        encoder: Any = None,
+        distiller: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> SkillMemory:
         """The memory of an earlier run at ``path``: bank, counters, queue, version and tombstones."""
         config = config or MemoryConfig()
         if config.mode == "off":
@@ -111,16 +136,22 @@ class SkillMemory:
     def _load_queue(bank: SkillBank) -> FailureQueue:
         c = bank.config
         try:
-            return FailureQueue.load(bank.path / QUEUE, cap=c.queue_cap, guided_weight=c.priority_guided_weight,
-                                     repeat_weight=c.priority_repeat_weight)
+            return FailureQueue.load(
+                bank.path / QUEUE,
+                cap=c.queue_cap,
+                guided_weight=c.priority_guided_weight,
+                repeat_weight=c.priority_repeat_weight,
+            )
         except QueueError as exc:
             bank.close()
             raise BankCorruptError(f"skill bank {bank.path}: {exc}") from None
 
     def close(self) -> None:
         if self.consolidator is not None and self.consolidator.busy:
-            log.warning("closing the skill memory with a consolidation still running; its result is dropped and "
-                        "its failures stay queued")
+            log.warning(
+                "closing the skill memory with a consolidation still running; its result is dropped and "
+                "its failures stay queued"
+            )
         if self.bank is not None:
             self.bank.close()
 
@@ -159,8 +190,13 @@ class SkillMemory:
         return self.queue.add(records)
 
     def consolidation_due(self, step: int) -> bool:
-        return (self.consolidator is not None and not self.consolidator.busy and step > 0
-                and step % self.config.consolidate_every == 0 and len(self.queue) >= self.config.consolidate_min_pending)
+        return (
+            self.consolidator is not None
+            and not self.consolidator.busy
+            and step > 0
+            and step % self.config.consolidate_every == 0
+            and len(self.queue) >= self.config.consolidate_min_pending
+        )
 
     def maybe_consolidate(self, step: int, force: bool = False) -> bool:
         """Start a background consolidation if due (every ``consolidate_every`` steps with enough pending)."""
@@ -186,41 +222,92 @@ class SkillMemory:
         if res.failed:
             streak = int(bank.state.get("consecutive_distiller_errors", 0)) + 1
             bank.record_stats({"distiller_errors": 1}, consecutive_distiller_errors=streak)
-            log.error("consolidation at step %s: the distiller failed (%s); %d failures stay queued", res.step,
-                      res.error, len(queue))
+            log.error(
+                "consolidation at step %s: the distiller failed (%s); %d failures stay queued",
+                res.step,
+                res.error,
+                len(queue),
+            )
             if streak >= cfg.max_consecutive_distiller_errors:
-                raise DistillerError(f"the distiller failed in {streak} consolidations in a row (last: {res.error}); "
-                                     "the skill bank cannot grow -- fix the distiller endpoint or set memory mode "
-                                     "'static'")
-            return CommitReport(step=step, version=None, picked=len(res.picked), still_queued=len(queue),
-                                error=res.error)
+                raise DistillerError(
+                    f"the distiller failed in {streak} consolidations in a row (last: {res.error}); "
+                    "the skill bank cannot grow -- fix the distiller endpoint or set memory mode "
+                    "'static'"
+                )
+            return CommitReport(
+                step=step, version=None, picked=len(res.picked), still_queued=len(queue), error=res.error
+            )
         if res.base_version != bank.version:
-            raise RuntimeError(f"consolidation result is for bank version {res.base_version}, the bank is at "
-                               f"{bank.version}: only one consolidation may be in flight")
+            raise RuntimeError(
+                f"consolidation result is for bank version {res.base_version}, the bank is at "
+                f"{bank.version}: only one consolidation may be in flight"
+            )
         candidates = {s.id: s for s, _ in res.admitted}
-        evict = select_evictions([*bank.skills(), *candidates.values()], min_retrieved=cfg.evict_min_retrieved,
-                                 below_score=cfg.evict_below_score, cap=cfg.bank_cap)
-        admit = [(s.model_copy(update={"created_step": step}), e) for s, e in res.admitted if s.id not in evict]
+        evict = select_evictions(
+            [*bank.skills(), *candidates.values()],
+            min_retrieved=cfg.evict_min_retrieved,
+            below_score=cfg.evict_below_score,
+            cap=cfg.bank_cap,
+        )
+        admit = [
+            (s.model_copy(update={"created_step": step}), e) for s, e in res.admitted if s.id not in evict
+        ]
         rejected = Counter(res.rejected)
         rejected["over_capacity"] += len(candidates) - len(admit)
         evict = {sid: r for sid, r in evict.items() if sid not in candidates}
         queue.remove(res.consumed, save=False)
-        stats = Counter({"consolidations": 1, "admitted": len(admit), "picked": len(res.picked),
-                         "responses": res.responses})
+        stats = Counter(
+            {
+                "consolidations": 1,
+                "admitted": len(admit),
+                "picked": len(res.picked),
+                "responses": res.responses,
+            }
+        )
         stats.update({f"rejected_{k}": v for k, v in rejected.items()})
         stats.update(f"evicted_{r}" for r in evict.values())
-        report = {**res.report(), "admitted": len(admit), "rejected": {k: v for k, v in rejected.items() if v},
-                  "evicted": evict, "queue_after": len(queue)}
-        version = bank.commit(step=step, admit=admit, evict=evict, files={queue.path: queue.to_json()},
-                              report=report, stats=dict(stats), state_fields={"consecutive_distiller_errors": 0})
-        log.info("skill bank v%d at step %d: %d admitted, %d evicted, rejected %s", version, step, len(admit),
-                 len(evict), dict(rejected))
-        return CommitReport(step=step, version=version, admitted=[s.id for s, _ in admit], evicted=evict,
-                            rejected={k: v for k, v in rejected.items() if v}, picked=len(res.picked),
-                            responses=res.responses, still_queued=len(queue), error=res.error)
+        report = {
+            **res.report(),
+            "admitted": len(admit),
+            "rejected": {k: v for k, v in rejected.items() if v},
+            "evicted": evict,
+            "queue_after": len(queue),
+        }
+        version = bank.commit(
+            step=step,
+            admit=admit,
+            evict=evict,
+            files={queue.path: queue.to_json()},
+            report=report,
+            stats=dict(stats),
+            state_fields={"consecutive_distiller_errors": 0},
+        )
+        log.info(
+            "skill bank v%d at step %d: %d admitted, %d evicted, rejected %s",
+            version,
+            step,
+            len(admit),
+            len(evict),
+            dict(rejected),
+        )
+        return CommitReport(
+            step=step,
+            version=version,
+            admitted=[s.id for s, _ in admit],
+            evicted=evict,
+            rejected={k: v for k, v in rejected.items() if v},
+            picked=len(res.picked),
+            responses=res.responses,
+            still_queued=len(queue),
+            error=res.error,
+        )
 
-    def end_step(self, step: int, outcomes: Iterable[Outcome | tuple] = (),
-                 failures: Iterable[FailureRecord | dict] = ()) -> StepReport:
+    def end_step(
+        self,
+        step: int,
+        outcomes: Iterable[Outcome | tuple] = (),
+        failures: Iterable[FailureRecord | dict] = (),
+    ) -> StepReport:
         """Everything the step boundary needs, in order: credit, queue, commit, maybe start the next pass."""
         o = self.apply_outcomes(outcomes)
         f = self.add_failures(failures)

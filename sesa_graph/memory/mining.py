@@ -42,33 +42,73 @@ def read_failures(path: str | Path) -> list[FailureRecord]:
         try:
             out.append(FailureRecord.model_validate(row))
         except ValidationError as exc:
-            raise JsonlError(f"{file}: record {n}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+            raise JsonlError(
+                f"{file}: record {n}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+            ) from None
     return out
 
 
-def mine(records: list[FailureRecord], distiller: Any, encoder: Any, config: MemoryConfig | None = None, *,
-         max_failures: int = 200, against: list[Skill] | None = None) -> ConsolidationResult:
+def mine(
+    records: list[FailureRecord],
+    distiller: Any,
+    encoder: Any,
+    config: MemoryConfig | None = None,
+    *,
+    max_failures: int = 200,
+    against: list[Skill] | None = None,
+) -> ConsolidationResult:
     """Distil the top ``max_failures`` failures into skills that are not near-duplicates of ``against``
     (default: the seeds) or of each other."""
     config = config or MemoryConfig()
-    queue = FailureQueue(None, cap=max(len(records), 1), guided_weight=config.priority_guided_weight,
-                         repeat_weight=config.priority_repeat_weight)
+    queue = FailureQueue(
+        None,
+        cap=max(len(records), 1),
+        guided_weight=config.priority_guided_weight,
+        repeat_weight=config.priority_repeat_weight,
+    )
     queue.add(records)
     against = load_seeds(config.seeds_file)[1] if against is None else against
-    matrix = encoder.encode_documents([s.embed_text() for s in against]) if against else np.zeros((0, 1), np.float32)
-    return asyncio.run(distill_pass(
-        queue.pick(max_failures), {s.id: s for s in against}, matrix, np.zeros((0, matrix.shape[1]), np.float32),
-        distiller, encoder, config, step=0, source="mined"))
+    matrix = (
+        encoder.encode_documents([s.embed_text() for s in against])
+        if against
+        else np.zeros((0, 1), np.float32)
+    )
+    return asyncio.run(
+        distill_pass(
+            queue.pick(max_failures),
+            {s.id: s for s in against},
+            matrix,
+            np.zeros((0, matrix.shape[1]), np.float32),
+            distiller,
+            encoder,
+            config,
+            step=0,
+            source="mined",
+        )
+    )
 
 
-def mine_run(run: str | Path, out: str | Path, distiller: Any, encoder: Any, config: MemoryConfig | None = None,
-             *, max_failures: int = 200, against_files: list[Path] | None = None) -> ConsolidationResult:
+def mine_run(
+    run: str | Path,
+    out: str | Path,
+    distiller: Any,
+    encoder: Any,
+    config: MemoryConfig | None = None,
+    *,
+    max_failures: int = 200,
+    against_files: list[Path] | None = None,
+) -> ConsolidationResult:
     """``mine`` over ``run``'s failure records, writing the admitted skills to the priming file ``out``."""
     config = config or MemoryConfig()
     against = load_seeds(config.seeds_file)[1]
     for f in against_files or []:
         against += load_skill_file(f)[1]
     res = mine(read_failures(run), distiller, encoder, config, max_failures=max_failures, against=against)
-    write_skill_file(out, [s for s, _ in res.admitted], version=1, source="mined",
-                     note=f"mined from {run} ({res.responses} failures distilled, {len(res.admitted)} admitted)")
+    write_skill_file(
+        out,
+        [s for s, _ in res.admitted],
+        version=1,
+        source="mined",
+        note=f"mined from {run} ({res.responses} failures distilled, {len(res.admitted)} admitted)",
+    )
     return res

@@ -41,7 +41,9 @@ class FailureRecord(BaseModel):
     answer: str | None = Field(None, description="The solver's final answer (None when it gave none).")
     golds: list[str] = Field(default_factory=list, description="Gold answers.")
     searches: list[str] = Field(default_factory=list, description="The search queries the rollout issued.")
-    retrieved_skill_ids: list[str] = Field(default_factory=list, description="Skills that were in its prompt.")
+    retrieved_skill_ids: list[str] = Field(
+        default_factory=list, description="Skills that were in its prompt."
+    )
     status: str = Field("answered", description="Rollout status: answered | max_turns | malformed | ...")
     correct: bool = Field(False, description="Judge verdict (True records are not failures and are skipped).")
     step: int = Field(0, ge=0, description="Self-play step.")
@@ -78,7 +80,9 @@ def skip_reason(record: FailureRecord) -> str | None:
 class FailureQueue:
     """Bounded, persisted priority queue of pending failures. Owned by the single bank writer."""
 
-    def __init__(self, path: Path | None, cap: int = 300, guided_weight: float = 1.0, repeat_weight: float = 0.5):
+    def __init__(
+        self, path: Path | None, cap: int = 300, guided_weight: float = 1.0, repeat_weight: float = 0.5
+    ):
         self.path = Path(path) if path is not None else None
         self.cap = cap
         self.guided_weight = guided_weight
@@ -140,17 +144,20 @@ class FailureQueue:
             guided = bool(rec.retrieved_skill_ids)
             old = self.entries.get(key)
             if old is None:
-                self.entries[key] = PendingFailure(key=key, record=rec, guided=guided, first_step=rec.step,
-                                                   last_step=rec.step, seq=self._seq)
+                self.entries[key] = PendingFailure(
+                    key=key, record=rec, guided=guided, first_step=rec.step, last_step=rec.step, seq=self._seq
+                )
                 out["added"] += 1
             else:
-                self.entries[key] = old.model_copy(update={
-                    "record": rec if guided or not old.guided else old.record,  # keep a guided example
-                    "failures": old.failures + 1,
-                    "guided": old.guided or guided,
-                    "last_step": max(old.last_step, rec.step),
-                    "seq": self._seq,
-                })
+                self.entries[key] = old.model_copy(
+                    update={
+                        "record": rec if guided or not old.guided else old.record,  # keep a guided example
+                        "failures": old.failures + 1,
+                        "guided": old.guided or guided,
+                        "last_step": max(old.last_step, rec.step),
+                        "seq": self._seq,
+                    }
+                )
                 out["merged"] += 1
         out["dropped"] = self._enforce_cap()
         self.stats.update(out)

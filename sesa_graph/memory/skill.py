@@ -65,11 +65,15 @@ class Skill(BaseModel):
     description: str = Field(min_length=1, description="The advice itself, in one or two sentences.")
     trigger: str = Field(min_length=1, description="When it applies: the kind of question or situation.")
     avoid: str = Field("", description="The mistake it prevents (avoidance cue).")
-    queries: list[str] = Field(default_factory=list, description="<= 3 query templates, placeholders in [brackets].")
+    queries: list[str] = Field(
+        default_factory=list, description="<= 3 query templates, placeholders in [brackets]."
+    )
     category: str = Field("other", description="One of CATEGORIES (anything else is stored as 'other').")
     retrieved: int = Field(0, ge=0, description="Judged, well-formed rollouts that had it in their prompt.")
     helpful: int = Field(0, ge=0, description="Of those, answered correctly.")
-    hurt: int = Field(0, ge=0, description="Of those, answered wrongly (an answer was given and it is wrong).")
+    hurt: int = Field(
+        0, ge=0, description="Of those, answered wrongly (an answer was given and it is wrong)."
+    )
     seed: bool = Field(False, description="Seed skills are permanent.")
     created_step: int = Field(0, ge=0, description="Self-play step at which it entered the bank (0: start).")
     source: SkillSourceKind = Field("distilled", description="seed | mined | distilled.")
@@ -148,7 +152,9 @@ def load_skill_file(path: str | Path) -> tuple[int, list[Skill]]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise SkillFileError(f"{path}: skills[{i}] ({entry.get('id', '?')}): {where}: {first['msg']}") from None
+            raise SkillFileError(
+                f"{path}: skills[{i}] ({entry.get('id', '?')}): {where}: {first['msg']}"
+            ) from None
         if skill.id in seen:
             raise SkillFileError(f"{path}: skills[{i}]: duplicate id {skill.id!r}")
         seen.add(skill.id)
@@ -159,8 +165,9 @@ def load_skill_file(path: str | Path) -> tuple[int, list[Skill]]:
 FILE_FIELDS = ("id", "category", "description", "trigger", "avoid", "queries", "source_failures")
 
 
-def skill_file_data(skills: Iterable[Skill], version: int = 1, source: str = "mined",
-                    note: str | None = None) -> dict:
+def skill_file_data(
+    skills: Iterable[Skill], version: int = 1, source: str = "mined", note: str | None = None
+) -> dict:
     """The YAML document of a priming/seed file (counters are left out: a file starts a bank fresh)."""
     entries = []
     for s in skills:
@@ -175,8 +182,13 @@ def skill_file_data(skills: Iterable[Skill], version: int = 1, source: str = "mi
     return data
 
 
-def write_skill_file(path: str | Path, skills: Iterable[Skill], version: int = 1, source: str = "mined",
-                     note: str | None = None) -> Path:
+def write_skill_file(
+    path: str | Path,
+    skills: Iterable[Skill],
+    version: int = 1,
+    source: str = "mined",
+    note: str | None = None,
+) -> Path:
     """Write skills as a priming/seed YAML file that ``load_skill_file`` reads back."""
     return write_yaml_atomic(Path(path), skill_file_data(skills, version, source, note))
 

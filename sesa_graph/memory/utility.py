@@ -77,8 +77,9 @@ class _Scored(NamedTuple):
     created_step: int
 
 
-def select_evictions(skills: Mapping[str, _Scored] | Iterable, *, min_retrieved: int, below_score: int,
-                     cap: int) -> dict[str, str]:
+def select_evictions(
+    skills: Mapping[str, _Scored] | Iterable, *, min_retrieved: int, below_score: int, cap: int
+) -> dict[str, str]:
     """Ids to evict -> reason ('negative_utility' | 'over_capacity').
 
     ``skills`` are objects with id, retrieved, helpful, hurt, seed, created_step (Skill works). Pass the

@@ -59,8 +59,17 @@ class RolloutContext:
 
 def initial_state(prompt_ids: list[int]) -> RolloutState:
     return RolloutState(
-        prompt_ids=prompt_ids, completion_ids=[], env_mask=[], logprobs=[], turns=[], searches=[],
-        n_turns=0, final_turn=False, status="running", final=None, error=None,
+        prompt_ids=prompt_ids,
+        completion_ids=[],
+        env_mask=[],
+        logprobs=[],
+        turns=[],
+        searches=[],
+        n_turns=0,
+        final_turn=False,
+        status="running",
+        final=None,
+        error=None,
     )
 
 
@@ -80,15 +89,22 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     if room <= 0:
         return {"status": "max_turns"}, "end"
     sampling = SamplingParams(
-        max_tokens=min(spec.max_tokens_per_turn, room), temperature=spec.temperature, top_p=spec.top_p,
-        stop=spec.stops, seed=ctx.seed,
+        max_tokens=min(spec.max_tokens_per_turn, room),
+        temperature=spec.temperature,
+        top_p=spec.top_p,
+        stop=spec.stops,
+        seed=ctx.seed,
     )
     (res,) = await ctx.policy.generate(
         [GenerationRequest(prompt_ids=state["prompt_ids"] + state["completion_ids"], sampling=sampling)]
     )
     forced = _final_prefix(spec, state)  # the opening tag the environment wrote before this turn, if any
     turn = protocol.parse_turn(forced + res.text, allowed=spec.allowed)
-    if forced and turn.kind == "invalid" and (raw := protocol.parse_turn(res.text, allowed=spec.allowed)).kind == "search":
+    if (
+        forced
+        and turn.kind == "invalid"
+        and (raw := protocol.parse_turn(res.text, allowed=spec.allowed)).kind == "search"
+    ):
         turn = raw  # it searched with no searches left: ends max_turns, as without the forced tag
     n_turns = state["n_turns"] + 1
     update: dict[str, Any] = {
@@ -96,10 +112,17 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
         "env_mask": state["env_mask"] + [1] * len(res.token_ids),
         "logprobs": state["logprobs"] + res.logprobs,
         "n_turns": n_turns,
-        "turns": state["turns"] + [{
-            "text": forced + res.text, "kind": turn.kind, "content": turn.content, "think": turn.think,
-            "reason": turn.reason, "finish": res.finish_reason,
-        }],
+        "turns": state["turns"]
+        + [
+            {
+                "text": forced + res.text,
+                "kind": turn.kind,
+                "content": turn.content,
+                "think": turn.think,
+                "reason": turn.reason,
+                "finish": res.finish_reason,
+            }
+        ],
     }
     if turn.kind == spec.terminal:
         return {**update, "status": "answered", "final": turn.content}, "end"
@@ -130,14 +153,17 @@ async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str
         try:
             (docs,) = await asyncio.to_thread(ctx.search.search, [query], spec.search_k)
             break
-        except Exception as exc:  # any backend failure: retried, then the rollout ends search_error
+        except Exception as exc:  # noqa: BLE001 - any backend failure: retried, then the rollout ends search_error
             error = f"{type(exc).__name__}: {exc}"
             log.warning("search failed (attempt %d): %s", attempt + 1, error)
             await asyncio.sleep(0.2 * 2**attempt)
     if docs is None:
         return {"status": "search_error", "error": error}, "end"
     docs = [Doc(d.id, d.title, d.text[: spec.doc_chars], d.score) for d in docs]
-    record = {"query": query, "docs": [{"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in docs]}
+    record = {
+        "query": query,
+        "docs": [{"id": d.id, "title": d.title, "text": d.text, "score": d.score} for d in docs],
+    }
     update: dict[str, Any] = {"searches": state["searches"] + [record]}
     rendered = render_docs(docs)
     notice = None
@@ -160,12 +186,21 @@ def _no_room_for_another_search(state: RolloutState, ctx: RolloutContext, render
 def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:
     """LoopSpec from a :class:`sesa_graph.config.SolverConfig`."""
     return LoopSpec(
-        role="solver", stops=protocol.SOLVER_STOPS, allowed=protocol.SOLVER_ACTIONS, terminal="answer",
+        role="solver",
+        stops=protocol.SOLVER_STOPS,
+        allowed=protocol.SOLVER_ACTIONS,
+        terminal="answer",
         invalid_notice=prompts.INVALID_ACTION,
-        final_notice=prompts.FINAL_TURN_FORCED_NOTICE if cfg.force_final_answer else prompts.FINAL_TURN_NOTICE,
-        max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
-        max_total_tokens=cfg.max_total_tokens, temperature=0.0 if greedy else cfg.temperature,
-        top_p=cfg.top_p, search_k=cfg.search_k, doc_chars=cfg.doc_chars,
+        final_notice=prompts.FINAL_TURN_FORCED_NOTICE
+        if cfg.force_final_answer
+        else prompts.FINAL_TURN_NOTICE,
+        max_turns=cfg.max_turns,
+        max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_total_tokens=cfg.max_total_tokens,
+        temperature=0.0 if greedy else cfg.temperature,
+        top_p=cfg.top_p,
+        search_k=cfg.search_k,
+        doc_chars=cfg.doc_chars,
         force_final_action=cfg.force_final_answer,
     )
 
@@ -173,10 +208,19 @@ def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:
 def proposer_spec(cfg: ProposerConfig, search_k: int = 3, doc_chars: int = 400) -> LoopSpec:
     """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`."""
     return LoopSpec(
-        role="proposer", stops=protocol.PROPOSER_STOPS, allowed=protocol.PROPOSER_ACTIONS, terminal="question",
+        role="proposer",
+        stops=protocol.PROPOSER_STOPS,
+        allowed=protocol.PROPOSER_ACTIONS,
+        terminal="question",
         invalid_notice=prompts.PROPOSER_INVALID_ACTION,
-        final_notice=prompts.PROPOSER_FINAL_FORCED_NOTICE if cfg.force_final_question else prompts.PROPOSER_FINAL_NOTICE,
-        max_turns=cfg.max_turns, max_tokens_per_turn=cfg.max_tokens_per_turn,
-        max_total_tokens=2048, temperature=cfg.temperature, search_k=search_k, doc_chars=doc_chars,
+        final_notice=prompts.PROPOSER_FINAL_FORCED_NOTICE
+        if cfg.force_final_question
+        else prompts.PROPOSER_FINAL_NOTICE,
+        max_turns=cfg.max_turns,
+        max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_total_tokens=2048,
+        temperature=cfg.temperature,
+        search_k=search_k,
+        doc_chars=doc_chars,
         force_final_action=cfg.force_final_question,
     )

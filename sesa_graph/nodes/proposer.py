@@ -62,8 +62,14 @@ def static_checks(state: dict[str, Any], cfg: ProposerConfig) -> str | None:
 
 
 async def rag_check(
-    question: str, target: str, evidence: list[Doc], judge: PolicyClient, search: SearchBackend,
-    distractors: int, seed: int, doc_chars: int = 400,
+    question: str,
+    target: str,
+    evidence: list[Doc],
+    judge: PolicyClient,
+    search: SearchBackend,
+    distractors: int,
+    seed: int,
+    doc_chars: int = 400,
 ) -> tuple[bool, str | None]:
     """Answer ``question`` from evidence + distractors with the judge model; pass iff it reaches the target.
 
@@ -77,20 +83,31 @@ async def rag_check(
     docs = [Doc(d.id, d.title, d.text[:doc_chars]) for d in evidence[:6] + extra]
     random.Random(seed).shuffle(docs)
     forced = protocol.open_tag("answer")
-    observation = protocol.render_search(question) + protocol.render_information(
-        render_docs(docs), notice=prompts.FINAL_TURN_FORCED_NOTICE) + forced
+    observation = (
+        protocol.render_search(question)
+        + protocol.render_information(render_docs(docs), notice=prompts.FINAL_TURN_FORCED_NOTICE)
+        + forced
+    )
     prompt_ids = judge.encode_messages(prompts.solver_messages(question, None, max_turns=2))
-    (res,) = await judge.generate([GenerationRequest(
-        prompt_ids=prompt_ids + judge.encode_text(observation),
-        sampling=SamplingParams(max_tokens=32, temperature=0.0, stop=("</answer>",)),
-    )])
+    (res,) = await judge.generate(
+        [
+            GenerationRequest(
+                prompt_ids=prompt_ids + judge.encode_text(observation),
+                sampling=SamplingParams(max_tokens=32, temperature=0.0, stop=("</answer>",)),
+            )
+        ]
+    )
     answer = protocol.final_answer(forced + res.text) or res.text.replace("</answer>", "").strip()
     ok = bool(answer) and (exact_match(answer, [target]) == 1.0 or contains_answer(answer, [target]))
     return ok, answer
 
 
 async def validate(
-    state: dict[str, Any], cfg: ProposerConfig, judge: PolicyClient | None, search: SearchBackend, seed: int = 0,
+    state: dict[str, Any],
+    cfg: ProposerConfig,
+    judge: PolicyClient | None,
+    search: SearchBackend,
+    seed: int = 0,
 ) -> Validation:
     reason = static_checks(state, cfg)
     if reason:
@@ -98,6 +115,12 @@ async def validate(
     if not cfg.rag_check or judge is None:
         return Validation(True)
     ok, answer = await rag_check(
-        state["final"], state["target"], evidence_docs(state["searches"]), judge, search, cfg.rag_distractors, seed,
+        state["final"],
+        state["target"],
+        evidence_docs(state["searches"]),
+        judge,
+        search,
+        cfg.rag_distractors,
+        seed,
     )
     return Validation(ok, None if ok else "rag_check_failed", answer)

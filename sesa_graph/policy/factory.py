@@ -32,8 +32,10 @@ def probe_endpoint(base_url: str, retries: int, what: str) -> None:
             err = f"{type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(min(0.5 * 2**attempt, 8.0))
-    raise PolicyUnavailableError(f"{what} {base_url} does not answer ({url}: {err}) after {retries + 1} attempts; "
-                                 "start it (e.g. `vllm serve MODEL` or `sesa policy serve`) or fix the URL")
+    raise PolicyUnavailableError(
+        f"{what} {base_url} does not answer ({url}: {err}) after {retries + 1} attempts; "
+        "start it (e.g. `vllm serve MODEL` or `sesa policy serve`) or fix the URL"
+    )
 
 
 def api_key(env_var: str | None, what: str) -> str:
@@ -45,16 +47,27 @@ def api_key(env_var: str | None, what: str) -> str:
     return key
 
 
-def server_spec(cfg: PolicyConfig, served_name: str, log_path: Path | None = None, owner: str | None = None) -> Any:
+def server_spec(
+    cfg: PolicyConfig, served_name: str, log_path: Path | None = None, owner: str | None = None
+) -> Any:
     """How to start the vLLM server of a ``backend: vllm`` policy."""
     from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.policy.vllm_server import ServerSpec
 
     return ServerSpec(
-        model_path=resolve_policy_model(cfg.model), served_name=served_name, host=cfg.host, port=cfg.port,
-        dtype=cfg.dtype, max_model_len=cfg.max_model_len, kv_cache_gib=cfg.kv_cache_gib, cpu_bind=cfg.cpu_bind,
-        enforce_eager=cfg.enforce_eager, gpu_memory_utilization=cfg.gpu_memory_utilization,
-        startup_timeout_s=cfg.startup_timeout_s, extra_args=list(cfg.server_args), log_path=log_path,
+        model_path=resolve_policy_model(cfg.model),
+        served_name=served_name,
+        host=cfg.host,
+        port=cfg.port,
+        dtype=cfg.dtype,
+        max_model_len=cfg.max_model_len,
+        kv_cache_gib=cfg.kv_cache_gib,
+        cpu_bind=cfg.cpu_bind,
+        enforce_eager=cfg.enforce_eager,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        startup_timeout_s=cfg.startup_timeout_s,
+        extra_args=list(cfg.server_args),
+        log_path=log_path,
         owner=owner,
     )
 
@@ -65,7 +78,9 @@ def make_policy(cfg: PolicyConfig, tokenizer: str | None = None, log_path: Path 
     return make_policies([(cfg, tokenizer, log_path)])[0]
 
 
-def make_policies(specs: list[tuple[PolicyConfig, str | None, Path | None]], owner: str | None = None) -> list[Any]:
+def make_policies(
+    specs: list[tuple[PolicyConfig, str | None, Path | None]], owner: str | None = None
+) -> list[Any]:
     """Several policies at once: their vLLM servers start side by side (each takes about 45 s on a CPU),
     and if one cannot start, those already started are stopped. ``owner`` marks the server processes."""
     from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
@@ -77,8 +92,12 @@ def make_policies(specs: list[tuple[PolicyConfig, str | None, Path | None]], own
                 servers[i] = VLLMServer(server_spec(cfg, cfg.model, log_path, owner)).start(wait=False)
         for server in servers.values():
             server.wait_healthy()
-        return [ServedPolicy(servers[i], tokenizer=tok or cfg.model, timeout_s=cfg.timeout_s, retries=cfg.retries)
-                if i in servers else _client(cfg, tok) for i, (cfg, tok, _) in enumerate(specs)]
+        return [
+            ServedPolicy(servers[i], tokenizer=tok or cfg.model, timeout_s=cfg.timeout_s, retries=cfg.retries)
+            if i in servers
+            else _client(cfg, tok)
+            for i, (cfg, tok, _) in enumerate(specs)
+        ]
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -90,13 +109,26 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
         from sesa_graph.policy.openai_client import OpenAIPolicy
 
         probe_endpoint(cfg.base_url or "", cfg.retries, what="policy endpoint")
-        return OpenAIPolicy(cfg.base_url or "", cfg.model, tokenizer=tokenizer or cfg.train_model,
-                            api_key=api_key(cfg.api_key_env, "policy"), timeout_s=cfg.timeout_s, retries=cfg.retries)
+        return OpenAIPolicy(
+            cfg.base_url or "",
+            cfg.model,
+            tokenizer=tokenizer or cfg.train_model,
+            api_key=api_key(cfg.api_key_env, "policy"),
+            timeout_s=cfg.timeout_s,
+            retries=cfg.retries,
+        )
     from sesa_graph.policy.local import LocalPolicy
 
-    return LocalPolicy(cfg.model, device=cfg.device, dtype=cfg.dtype, max_batch_size=cfg.max_batch_size,
-                       batch_wait_ms=cfg.batch_wait_ms, batch_max_wait_ms=cfg.batch_max_wait_ms,
-                       threads=cfg.threads, kv_cache_mb=cfg.kv_cache_mb)
+    return LocalPolicy(
+        cfg.model,
+        device=cfg.device,
+        dtype=cfg.dtype,
+        max_batch_size=cfg.max_batch_size,
+        batch_wait_ms=cfg.batch_wait_ms,
+        batch_max_wait_ms=cfg.batch_max_wait_ms,
+        threads=cfg.threads,
+        kv_cache_mb=cfg.kv_cache_mb,
+    )
 
 
 def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> Judge:
@@ -108,5 +140,14 @@ def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> J
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
     probe_endpoint(cfg.base_url or "", 2, what="judge endpoint")
-    return Judge(OpenAIPolicy(cfg.base_url or "", cfg.model or "", tokenizer=tokenizer, api_key=api_key(cfg.api_key_env, "judge"),
-                              timeout_s=cfg.timeout_s, retries=2), timeout_s=cfg.timeout_s)
+    return Judge(
+        OpenAIPolicy(
+            cfg.base_url or "",
+            cfg.model or "",
+            tokenizer=tokenizer,
+            api_key=api_key(cfg.api_key_env, "judge"),
+            timeout_s=cfg.timeout_s,
+            retries=2,
+        ),
+        timeout_s=cfg.timeout_s,
+    )

@@ -35,7 +35,9 @@ class PrefixKVCache:
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
-        self._entries: OrderedDict[int, tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]] = (
+            OrderedDict()
+        )
         self._next = 0
         self.tokens = 0
         self.stats = {"lookups": 0, "reused_tokens": 0, "prompt_tokens": 0}
@@ -82,7 +84,9 @@ class PrefixKVCache:
         if len(ids) < 2 or len(ids) > self.max_tokens:
             return
         t = torch.tensor(ids)
-        for key in [k for k, (e, _) in self._entries.items() if len(e) <= len(t) and torch.equal(e, t[: len(e)])]:
+        for key in [
+            k for k, (e, _) in self._entries.items() if len(e) <= len(t) and torch.equal(e, t[: len(e)])
+        ]:
             self._drop(key)
         self._entries[self._next] = (t, layers)
         self._next += 1
@@ -95,7 +99,9 @@ class PrefixKVCache:
         self.tokens -= len(ids)
 
 
-def batch_layout(prompts: list[list[int]], prefixes: list[Prefix], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+def batch_layout(
+    prompts: list[list[int]], prefixes: list[Prefix], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Input ids and attention mask of shape ``[B, C + N]`` for rows whose first ``prefixes[i].length``
     tokens are cached; returns them and ``C``."""
     c = max(p.length for p in prefixes)
@@ -129,7 +135,9 @@ def _growing_layer_class() -> type:  # built on first use: transformers is impor
             self.capacity = capacity
             self.length = 0
 
-        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object):
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+        ):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
             n = key_states.shape[-2]
@@ -172,9 +180,17 @@ def batch_cache(prefixes: list[Prefix], c: int, config: object, capacity: int) -
     return cache
 
 
-def gqa_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                       is_causal: bool | None = None, **kwargs: object) -> tuple[torch.Tensor, None]:
+def gqa_sdpa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, None]:
     """transformers' SDPA attention, but grouped-query heads go to the kernel as they are.
 
     The stock path repeats the key/value heads to the query heads whenever there is a padding mask, which
@@ -184,7 +200,12 @@ def gqa_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
+        query,
+        key,
+        value,
+        attn_mask=attention_mask,
+        dropout_p=dropout,
+        scale=scaling,
         is_causal=bool(query.shape[2] > 1 and attention_mask is None and is_causal),
         enable_gqa=getattr(module, "num_key_value_groups", 1) > 1,
     )

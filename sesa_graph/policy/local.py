@@ -22,7 +22,14 @@ import torch
 
 from sesa_graph.embedded import resolve_policy_model
 from sesa_graph.policy.base import GenerationRequest, GenerationResult
-from sesa_graph.policy.kv_cache import Prefix, PrefixKVCache, batch_cache, batch_layout, register_gqa_attention, row_states
+from sesa_graph.policy.kv_cache import (
+    Prefix,
+    PrefixKVCache,
+    batch_cache,
+    batch_layout,
+    register_gqa_attention,
+    row_states,
+)
 from sesa_graph.policy.stops import cut_at_stop, first_stop
 
 log = logging.getLogger(__name__)
@@ -155,7 +162,9 @@ class LocalPolicy:
             futures.append(fut)
         worker = self._workers.get(loop)
         if worker is None or worker.done():
-            for old in [lp for lp in self._workers if lp.is_closed()]:  # forget loops of finished asyncio.run()s
+            for old in [
+                lp for lp in self._workers if lp.is_closed()
+            ]:  # forget loops of finished asyncio.run()s
                 self._workers.pop(old, None)
                 self._queues.pop(old, None)
             self._workers[loop] = loop.create_task(self._drain(queue))
@@ -170,8 +179,9 @@ class LocalPolicy:
             queue[:] = [item for item in queue if id(item) not in taken]
             try:
                 results = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self.generate_sync, [r for r, _ in batch])
-            except Exception as exc:  # surface the failure to every caller of this batch
+                    self._executor, self.generate_sync, [r for r, _ in batch]
+                )
+            except Exception as exc:  # noqa: BLE001 - surface the failure to every caller of this batch
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)
@@ -205,7 +215,10 @@ class LocalPolicy:
         if wanted > room:
             log.warning(
                 "requested %d new tokens but the prompt has %d of %d context tokens: clamped to %d",
-                wanted, prompt_len, self.max_context, max(room, 0),
+                wanted,
+                prompt_len,
+                self.max_context,
+                max(room, 0),
             )
         return max(min(wanted, room), 0)
 
@@ -229,7 +242,10 @@ class LocalPolicy:
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         past = batch_cache(prefixes, cached, self.model.config, width + max(budgets[i] for i in live))
         stopper = _RowStops(
-            self.tokenizer, width, [tuple(requests[i].sampling.stop) for i in live], [budgets[i] for i in live]
+            self.tokenizer,
+            width,
+            [tuple(requests[i].sampling.stop) for i in live],
+            [budgets[i] for i in live],
         )
         greedy = sp.temperature <= 0
         if sp.seed is not None:
@@ -265,9 +281,13 @@ class LocalPolicy:
                 if stop is not None:
                     ids, finish = ids[:keep], "stop"
                 completions.append((ids, finish, stop))
-            logprobs = _step_logprobs(out.logits, gen, [len(c[0]) for c in completions], 1.0 if greedy else sp.temperature)
+            logprobs = _step_logprobs(
+                out.logits, gen, [len(c[0]) for c in completions], 1.0 if greedy else sp.temperature
+            )
             if reuse:
-                self._keep_states(out.past_key_values, attention, [prompts[i] for i in live], [c[0] for c in completions])
+                self._keep_states(
+                    out.past_key_values, attention, [prompts[i] for i in live], [c[0] for c in completions]
+                )
         self.stats["batches"] += 1
         self.stats["requests"] += len(live)
         self.stats["generated_tokens"] += sum(len(c[0]) for c in completions)
@@ -278,14 +298,18 @@ class LocalPolicy:
             results[i] = GenerationResult(text, ids, logprobs[row], prompts[i], finish, stop)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
-    def _keep_states(self, cache: Any, attention: torch.Tensor, prompts: list[list[int]], completions: list[list[int]]) -> None:
+    def _keep_states(
+        self, cache: Any, attention: torch.Tensor, prompts: list[list[int]], completions: list[list[int]]
+    ) -> None:
         """Store each row's states for prompt + completion (the last sampled token never went through the
         model, so its states do not exist)."""
         width = attention.shape[1]
         steps = cache.get_seq_length() - width  # generated tokens that were fed back in
         for row, (prompt, ids) in enumerate(zip(prompts, completions)):
             n_gen = min(len(ids), steps)
-            positions = torch.cat([attention[row].nonzero()[:, 0], torch.arange(width, width + n_gen, device=attention.device)])
+            positions = torch.cat(
+                [attention[row].nonzero()[:, 0], torch.arange(width, width + n_gen, device=attention.device)]
+            )
             self.kv_cache.store(prompt + ids[:n_gen], row_states(cache, positions, row))
 
     # ---- weights -----------------------------------------------------------------------------------
@@ -311,11 +335,17 @@ class LocalPolicy:
             self.version += 1
 
 
-def _step_logprobs(logits: tuple[torch.Tensor, ...], gen: torch.Tensor, lengths: list[int], temp: float) -> list[list[float]]:
+def _step_logprobs(
+    logits: tuple[torch.Tensor, ...], gen: torch.Tensor, lengths: list[int], temp: float
+) -> list[list[float]]:
     """log p of each row's first ``lengths[row]`` generated tokens from the per-step raw logits."""
     out: list[list[float]] = [[] for _ in lengths]
     for step in range(max(lengths, default=0)):
-        lp = torch.log_softmax(logits[step].float() / temp, dim=-1).gather(-1, gen[:, step : step + 1])[:, 0].tolist()
+        lp = (
+            torch.log_softmax(logits[step].float() / temp, dim=-1)
+            .gather(-1, gen[:, step : step + 1])[:, 0]
+            .tolist()
+        )
         for row, n in enumerate(lengths):
             if step < n:
                 out[row].append(lp[row])

@@ -42,15 +42,17 @@ class OpenAIPolicy:
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
-        self._make_client = lambda: AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=timeout_s,
-                                                max_retries=0)  # our own retry loop names the URL at the end
+        self._make_client = lambda: AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key, timeout=timeout_s, max_retries=0
+        )  # our own retry loop names the URL at the end
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_concurrency = max_concurrency
         # A semaphore and an HTTP connection pool belong to the event loop that first used them, and every
         # self-play step runs under a fresh `asyncio.run`: one of each per loop.
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = (
-            weakref.WeakKeyDictionary())
+        self._per_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
 
     def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -70,17 +72,19 @@ class OpenAIPolicy:
         return list(await asyncio.gather(*(self._one(r) for r in requests)))
 
     async def _one(self, r: GenerationRequest) -> GenerationResult:
-        prompt_ids = list(r.prompt_ids) if r.prompt_ids is not None else self.encode_messages(r.messages or [])
-        s = r.sampling
-        kwargs: dict[str, Any] = dict(
-            model=self.name,
-            prompt=prompt_ids,
-            max_tokens=s.max_tokens,
-            temperature=max(s.temperature, 0.0),
-            top_p=s.top_p,
-            logprobs=0,
-            extra_body={"return_token_ids": True, "include_stop_str_in_output": True},
+        prompt_ids = (
+            list(r.prompt_ids) if r.prompt_ids is not None else self.encode_messages(r.messages or [])
         )
+        s = r.sampling
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "prompt": prompt_ids,
+            "max_tokens": s.max_tokens,
+            "temperature": max(s.temperature, 0.0),
+            "top_p": s.top_p,
+            "logprobs": 0,
+            "extra_body": {"return_token_ids": True, "include_stop_str_in_output": True},
+        }
         if s.stop:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
@@ -111,8 +115,12 @@ class OpenAIPolicy:
     async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
         import openai
 
-        retriable = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
-                     openai.RateLimitError)
+        retriable = (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.InternalServerError,
+            openai.RateLimitError,
+        )
         for attempt in range(self.retries + 1):
             try:
                 return await client.completions.create(**kwargs)

@@ -62,8 +62,12 @@ def build_app(policy: LocalPolicy):
         }
         if req.logprobs is not None:
             toks = [policy.tokenizer.decode([t]) for t in res.token_ids]
-            choice["logprobs"] = {"tokens": toks, "token_logprobs": res.logprobs, "top_logprobs": None,
-                                  "text_offset": None}
+            choice["logprobs"] = {
+                "tokens": toks,
+                "token_logprobs": res.logprobs,
+                "top_logprobs": None,
+                "text_offset": None,
+            }
         if req.return_token_ids:
             choice["token_ids"] = res.token_ids
         return {
@@ -73,8 +77,11 @@ def build_app(policy: LocalPolicy):
             "model": policy.name,
             "choices": [choice],
             "prompt_token_ids": list(ids) if req.return_token_ids else None,
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(res.token_ids),
-                      "total_tokens": len(ids) + len(res.token_ids)},
+            "usage": {
+                "prompt_tokens": len(ids),
+                "completion_tokens": len(res.token_ids),
+                "total_tokens": len(ids) + len(res.token_ids),
+            },
         }
 
     return app

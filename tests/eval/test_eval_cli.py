@@ -28,7 +28,7 @@ def app():
 def scripted(monkeypatch):
     """The CLI builds the scripted policy and search instead of loading a model."""
     policy = ScriptedSolver()
-    monkeypatch.setattr("graphs.evaluate.make_policy", lambda cfg, tokenizer=None: policy)
+    monkeypatch.setattr("graphs.evaluate.make_policy", lambda cfg, tokenizer=None, log_path=None: policy)
     monkeypatch.setattr("tools.backends.make_backend", lambda cfg: ListSearch())
     return policy
 
@@ -36,15 +36,31 @@ def scripted(monkeypatch):
 def test_help(app):
     res = runner.invoke(app, ["eval", "--help"])
     assert res.exit_code == 0
-    for opt in ("--data-dir", "--bank-modes", "--judge", "--seeds", "--base-url", "--search-backend", "compare"):
+    for opt in (
+        "--data-dir",
+        "--bank-modes",
+        "--judge",
+        "--seeds",
+        "--base-url",
+        "--search-backend",
+        "compare",
+    ):
         assert opt in res.output
     res = runner.invoke(app, ["eval", "compare", "--help"])
     assert res.exit_code == 0 and "--tolerance" in res.output and "DIR:MODE" in res.output
 
 
 def test_run_then_compare(app, scripted, tmp_path, data_dir):
-    common = ["eval", "--data-dir", str(data_dir), "--out-root", str(tmp_path / "evals"), "--judge", "none",
-              "--no-progress"]
+    common = [
+        "eval",
+        "--data-dir",
+        str(data_dir),
+        "--out-root",
+        str(tmp_path / "evals"),
+        "--judge",
+        "none",
+        "--no-progress",
+    ]
     res = runner.invoke(app, [*common, "--name", "a"])
     assert res.exit_code == 0, res.output
     assert "41.7 (7)" in res.output and "questions/minute" in res.output
@@ -57,14 +73,35 @@ def test_run_then_compare(app, scripted, tmp_path, data_dir):
     res = runner.invoke(app, ["eval", "compare", str(tmp_path / "evals/a"), str(tmp_path / "evals/b")])
     assert res.exit_code == 0, res.output
     assert "▼ regression" in res.output and "B is below A on: Bamboogle, alpha" in res.output
-    res = runner.invoke(app, ["eval", "compare", str(tmp_path / "evals/a"), str(tmp_path / "evals/b"),
-                              "--fail-on-regression", "--metric", "all"])
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "compare",
+            str(tmp_path / "evals/a"),
+            str(tmp_path / "evals/b"),
+            "--fail-on-regression",
+            "--metric",
+            "all",
+        ],
+    )
     assert res.exit_code == 1 and "Token F1" in res.output
 
 
 def test_unknown_dataset_exits_2(app, scripted, tmp_path, data_dir):
-    res = runner.invoke(app, ["eval", "--data-dir", str(data_dir), "--datasets", "alpha,nq", "--out-root",
-                              str(tmp_path), "--no-progress"])
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "--data-dir",
+            str(data_dir),
+            "--datasets",
+            "alpha,nq",
+            "--out-root",
+            str(tmp_path),
+            "--no-progress",
+        ],
+    )
     assert res.exit_code == 2
     assert "unknown dataset 'nq'" in res.output and "Known datasets: bamboogle, alpha" in res.output
 
@@ -92,13 +129,16 @@ def test_settings_sources(tmp_path):
     assert s.judge.kind == "none" and src["judge.kind"][1] == f"config {cfg}"
     assert s.name == "embedded-warm" and src["name"] == ("'embedded-warm'", "from --model")
     assert src["policy.model"][1] == f"config {cfg}" and src["solver.max_tokens_per_turn"][1] == "default"
-    cfg.write_text("judge:\n  kind: policy\n")  # a local policy judge gets the long timeout unless set
+    cfg.write_text("judge:\n  kind: policy\n")  # a vLLM-served judge keeps the default timeout
+    s, _ = resolve_settings(cfg, {})
+    assert s.policy.backend == "vllm" and s.judge.timeout_s == 30.0
+    cfg.write_text("solver_policy:\n  backend: local\njudge:\n  kind: policy\n")  # a local one waits longer
     s, _ = resolve_settings(cfg, {})
     assert s.judge.timeout_s == 600.0
     cfg.write_text("judge:\n  kind: policy\n  timeout_s: 45\n")
     s, _ = resolve_settings(cfg, {})
     assert s.judge.timeout_s == 45.0
-    s, rows = resolve_settings(None, {"judge.kind": "policy"})
+    s, rows = resolve_settings(None, {"judge.kind": "policy", "policy.backend": "local"})  # --engine local
     src = {k: (v, f) for k, v, f in rows}
     assert s.judge.timeout_s == 600.0 and src["judge.timeout_s"][1] == "eval default for a local policy judge"
     s, _ = resolve_settings(None, {"policy.base_url": "http://h:8000/v1", "policy.model": "Qwen/Qwen3-4B"})
@@ -106,8 +146,24 @@ def test_settings_sources(tmp_path):
 
 
 def test_dead_endpoint_at_start(app, tmp_path, data_dir):
-    res = runner.invoke(app, ["eval", "--data-dir", str(data_dir), "--out-root", str(tmp_path), "--no-progress",
-                              "--base-url", "http://127.0.0.1:9/v1", "--model", "embedded", "--judge", "none",
-                              "--retries", "0"])
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "--data-dir",
+            str(data_dir),
+            "--out-root",
+            str(tmp_path),
+            "--no-progress",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "embedded",
+            "--judge",
+            "none",
+            "--retries",
+            "0",
+        ],
+    )
     assert res.exit_code == 1
     assert "does not answer" in " ".join(res.output.split())

@@ -15,13 +15,22 @@ def _write_report(tmp_path, name, cells, modes=("off",), std=None, n=100):
     for metric in ("judge", "em", "f1"):
         metrics[metric] = {}
         for mode in modes:
-            row = {ds: {"mean": v, "std": std, "n": n, "seeds": 3 if std is not None else 1}
-                   for ds, v in cells.items()}
-            row["mean"] = {"mean": sum(cells.values()) / len(cells), "std": std, "n": n * len(cells), "seeds": 1}
+            row = {
+                ds: {"mean": v, "std": std, "n": n, "seeds": 3 if std is not None else 1}
+                for ds, v in cells.items()
+            }
+            row["mean"] = {
+                "mean": sum(cells.values()) / len(cells),
+                "std": std,
+                "n": n * len(cells),
+                "seeds": 1,
+            }
             metrics[metric][mode] = row
     d = tmp_path / name
     d.mkdir()
-    (d / "report.json").write_text(json.dumps({"datasets": datasets, "modes": list(modes), "metrics": metrics}))
+    (d / "report.json").write_text(
+        json.dumps({"datasets": datasets, "modes": list(modes), "metrics": metrics})
+    )
     return d
 
 
@@ -86,8 +95,17 @@ def test_compare_missing_report(tmp_path):
 
 
 def _rec(ds, qid, mode, score, seed=None, status="answered"):
-    return {"key": f"{ds}/{qid}/{mode}/{seed}", "dataset": ds, "id": qid, "mode": mode, "seed": seed,
-            "score": score, "em": score, "f1": score, "status": status}
+    return {
+        "key": f"{ds}/{qid}/{mode}/{seed}",
+        "dataset": ds,
+        "id": qid,
+        "mode": mode,
+        "seed": seed,
+        "score": score,
+        "em": score,
+        "f1": score,
+        "status": status,
+    }
 
 
 def _write_records(d, rows):
@@ -103,8 +121,9 @@ def test_paired_interval_tells_a_flip_from_a_regression(tmp_path):
         rows += [_rec("popqa", i, "off", float(i < 20)), _rec("popqa", i, "on", float(i < 5))]
     d = _write_report(tmp_path, "run", {"nq": 20.0, "popqa": 20.0}, modes=("off", "on"))
     rep = json.loads((d / "report.json").read_text())
-    rep["metrics"]["judge"]["on"].update(nq={"mean": 19.0, "n": 100}, popqa={"mean": 5.0, "n": 100},
-                                         mean={"mean": 12.0, "n": 200})
+    rep["metrics"]["judge"]["on"].update(
+        nq={"mean": 19.0, "n": 100}, popqa={"mean": 5.0, "n": 100}, mean={"mean": 12.0, "n": 200}
+    )
     (d / "report.json").write_text(json.dumps(rep))
     _write_records(d, rows)
     (c,) = compare_reports(f"{d}:off", f"{d}:on")
@@ -113,12 +132,15 @@ def test_paired_interval_tells_a_flip_from_a_regression(tmp_path):
     assert r["popqa"].regression and r["popqa"].significant and r["popqa"].ci[1] < 0
     assert r["nq"].n_paired == 100 and r["mean"].n_paired == 200 and r["mean"].significant
     text = render_comparison(c)
-    assert "▼ regression (not significant)" in text and "| PopQA | 20.0 (100) | 5.0 (100) | -15.0 | [-" in text
+    assert (
+        "▼ regression (not significant)" in text and "| PopQA | 20.0 (100) | 5.0 (100) | -15.0 | [-" in text
+    )
 
 
 def test_paired_intervals_average_seeds_and_skip_errors_and_torn_lines(tmp_path):
-    rows = [_rec("nq", 1, "off", 1.0, seed=s) for s in (0, 1)] + [_rec("nq", 1, "on", x, seed=s)
-                                                                    for s, x in ((0, 1.0), (1, 0.0))]
+    rows = [_rec("nq", 1, "off", 1.0, seed=s) for s in (0, 1)] + [
+        _rec("nq", 1, "on", x, seed=s) for s, x in ((0, 1.0), (1, 0.0))
+    ]
     rows += [_rec("nq", 2, "off", 1.0), _rec("nq", 2, "on", 0.0, status="error")]  # not a score: unpaired
     out = paired_intervals(rows, rows, "off", "on", "score", ["nq"])
     assert out["nq"]["n"] == 1 and out["nq"]["delta"] == pytest.approx(-50.0)
@@ -140,7 +162,12 @@ def test_reports_without_records_have_no_interval(tmp_path):
 
 
 def test_a_delta_that_rounds_to_zero_keeps_its_sign():
-    assert (fmt_delta(-0.03), fmt_delta(0.0), fmt_delta(-1.25), fmt_delta(None)) == ("-0.03", "+0.0", "-1.2", "–")
+    assert (fmt_delta(-0.03), fmt_delta(0.0), fmt_delta(-1.25), fmt_delta(None)) == (
+        "-0.03",
+        "+0.0",
+        "-1.2",
+        "–",
+    )
 
 
 def test_a_corrupt_records_line_is_an_error_naming_the_file_and_line(tmp_path):

@@ -43,11 +43,20 @@ def test_no_datasets_at_all(tmp_path):
     ("row", "message"),
     [
         ({"id": "x", "question": "q?"}, r"bad\.jsonl:3: row has no 'golden_answers'"),  # the case
-        ({"id": "x", "question": "q?", "golden_answers": "Paris"}, r":3: 'golden_answers' must be a list"),  # a string
-        ({"id": "x", "question": "q?", "golden_answers": ["", "  "]}, r":3: 'golden_answers' has no non-empty"),
+        (
+            {"id": "x", "question": "q?", "golden_answers": "Paris"},
+            r":3: 'golden_answers' must be a list",
+        ),  # a string
+        (
+            {"id": "x", "question": "q?", "golden_answers": ["", "  "]},
+            r":3: 'golden_answers' has no non-empty",
+        ),
         ({"id": "x", "golden_answers": ["a"]}, r":3: row has no non-empty 'question'"),
         ({"question": "q?", "golden_answers": ["a"]}, r":3: row has no 'id'"),
-        ({"id": "1", "question": "q?", "golden_answers": ["a"]}, r":3: id '1' already used on line 1"),  # duplicate
+        (
+            {"id": "1", "question": "q?", "golden_answers": ["a"]},
+            r":3: id '1' already used on line 1",
+        ),  # duplicate
         (["not", "an", "object"], r":3: expected a JSON object"),
     ],
 )
@@ -67,8 +76,13 @@ def test_invalid_json_line(tmp_path):
 
 
 def test_limit_reads_first_rows_only(tmp_path):
-    p = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "question": "a?", "golden_answers": ["x"]},
-                                           {"id": "2", "question": "b?", "golden_answers": ["y"]}])
+    p = write_jsonl(
+        tmp_path / "d.jsonl",
+        [
+            {"id": "1", "question": "a?", "golden_answers": ["x"]},
+            {"id": "2", "question": "b?", "golden_answers": ["y"]},
+        ],
+    )
     p.write_text(p.read_text() + "not json at all\n")  # beyond the limit: never read
     qs = load_dataset(str(p), None, limit=2)
     assert [q.id for q in qs] == ["1", "2"]
@@ -78,7 +92,9 @@ def test_limit_reads_first_rows_only(tmp_path):
 
 
 def test_golds_are_stripped_and_deduplicated(tmp_path):
-    p = write_jsonl(tmp_path / "d.jsonl", [{"id": 7, "question": " q? ", "golden_answers": [" A ", "A", "B"]}])
+    p = write_jsonl(
+        tmp_path / "d.jsonl", [{"id": 7, "question": " q? ", "golden_answers": [" A ", "A", "B"]}]
+    )
     (q,) = load_dataset(str(p), None)
     assert (q.id, q.question, q.golds) == ("7", "q?", ("A", "B"))
 
@@ -102,9 +118,11 @@ def test_shared_benchmarks_load():
 
 # ---- hygiene ---------------------------------------------------------------------------------------------
 
-Q = [EvalQuestion("nq", "1", "Who wrote the novel Dracula?", ("Bram Stoker",)),
-     EvalQuestion("nq", "2", "What is the capital of Peru?", ("Lima",)),
-     EvalQuestion("nq", "3", "How tall is the Eiffel Tower?", ("330 m",))]
+Q = [
+    EvalQuestion("nq", "1", "Who wrote the novel Dracula?", ("Bram Stoker",)),
+    EvalQuestion("nq", "2", "What is the capital of Peru?", ("Lima",)),
+    EvalQuestion("nq", "3", "How tall is the Eiffel Tower?", ("330 m",)),
+]
 
 
 def test_contamination_exact_and_normalized():
@@ -121,15 +139,24 @@ def test_contamination_exact_and_normalized():
 
 
 def test_contamination_whole_words_only():
-    sec = check_contamination([EvalQuestion("x", "1", "capital of Peru", ("Lima",))],
-                              [("t", "the capitals of Peruvia")], "t")
+    sec = check_contamination(
+        [EvalQuestion("x", "1", "capital of Peru", ("Lima",))], [("t", "the capitals of Peruvia")], "t"
+    )
     assert sec.normalized == 0  # substrings of words do not count
 
 
 def test_target_pool_formats(tmp_path):
     p = tmp_path / "pool.jsonl"
-    p.write_text(json.dumps({"ground_truth": "Bram Stoker", "search_turns": 2,
-                             "sys_question_example": "Who wrote the novel Dracula?"}) + "\nLima\n")
+    p.write_text(
+        json.dumps(
+            {
+                "ground_truth": "Bram Stoker",
+                "search_turns": 2,
+                "sys_question_example": "Who wrote the novel Dracula?",
+            }
+        )
+        + "\nLima\n"
+    )
     texts = read_target_pool(p)
     assert [t for _, t in texts] == ["Who wrote the novel Dracula?", "Bram Stoker", "Lima"]
     rep = hygiene_report(Q, [p], None)
@@ -140,9 +167,14 @@ def test_target_pool_formats(tmp_path):
 def test_hygiene_against_skills():
     from sesa_graph.memory.skill import Skill
 
-    skills = [Skill(id="d1-x", description="For 'what is the capital of Peru', search the country page.",
-                    trigger="Capital questions."),
-              Skill(id="seed-a", description="Search the author page.", trigger="Who wrote a book.")]
+    skills = [
+        Skill(
+            id="d1-x",
+            description="For 'what is the capital of Peru', search the country page.",
+            trigger="Capital questions.",
+        ),
+        Skill(id="seed-a", description="Search the author page.", trigger="Who wrote a book."),
+    ]
     rep = hygiene_report(Q, [], skills, bank_label="bank v3")
     (sec,) = rep["sections"]
     assert (sec["texts"], sec["exact"], sec["normalized"]) == (2, 0, 1)

@@ -14,9 +14,21 @@ from graphs.evaluate import EvalSettings
 
 
 def rec(ds, qid, mode="off", seed=None, score=0.0, em=None, f1=None, status="answered"):
-    return {"key": f"{ds}/{qid}/{mode}/{seed}", "dataset": ds, "id": qid, "mode": mode, "seed": seed,
-            "score": score, "em": score if em is None else em, "f1": score if f1 is None else f1, "status": status,
-            "judge_method": "exact", "turns": 2, "searches": 1, "skill_ids": []}
+    return {
+        "key": f"{ds}/{qid}/{mode}/{seed}",
+        "dataset": ds,
+        "id": qid,
+        "mode": mode,
+        "seed": seed,
+        "score": score,
+        "em": score if em is None else em,
+        "f1": score if f1 is None else f1,
+        "status": status,
+        "judge_method": "exact",
+        "turns": 2,
+        "searches": 1,
+        "skill_ids": [],
+    }
 
 
 def test_greedy_cells_and_unweighted_mean():
@@ -41,8 +53,12 @@ def test_seeds_mean_and_sample_std():
 
 def test_mean_column_is_per_seed_then_across_seeds():
     # dataset a: seeds 100, 0; dataset b: seeds 0, 100 -> per-seed means 50, 50 -> std 0
-    records = [rec("a", 1, seed=0, score=1.0), rec("a", 1, seed=1, score=0.0),
-               rec("b", 1, seed=0, score=0.0), rec("b", 1, seed=1, score=1.0)]
+    records = [
+        rec("a", 1, seed=0, score=1.0),
+        rec("a", 1, seed=1, score=0.0),
+        rec("b", 1, seed=0, score=0.0),
+        rec("b", 1, seed=1, score=1.0),
+    ]
     row = aggregate(records, ["a", "b"], ["off"], "score")["off"]
     assert row["a"]["std"] == pytest.approx(math.sqrt(5000))
     assert row["mean"]["mean"] == 50.0 and row["mean"]["std"] == 0.0
@@ -59,7 +75,11 @@ def test_metrics_kept_apart_and_empty_cells():
     s = EvalSettings(name="x", bank_modes=["off", "on"], bank="b")
     report = build_report(records, settings=s, datasets=["nq"], planned=2)
     m = report["metrics"]
-    assert (m["judge"]["on"]["nq"]["mean"], m["em"]["on"]["nq"]["mean"], m["f1"]["on"]["nq"]["mean"]) == (100, 0, 50)
+    assert (m["judge"]["on"]["nq"]["mean"], m["em"]["on"]["nq"]["mean"], m["f1"]["on"]["nq"]["mean"]) == (
+        100,
+        0,
+        50,
+    )
     assert m["judge"]["off"]["nq"]["mean"] is None and fmt_cell(m["judge"]["off"]["nq"]) == "–"
     assert not report["complete"]
     md = render_markdown(report)
@@ -72,7 +92,10 @@ def test_modes_are_compared_with_off_paired():
     records = []
     for i in range(50):  # on answers 10 more of 50 nq questions right, and the same bamboogle ones
         records += [rec("nq", i, score=float(i < 5)), rec("nq", i, mode="on", score=float(i < 15))]
-        records += [rec("bamboogle", i, score=float(i < 5)), rec("bamboogle", i, mode="on", score=float(i < 5))]
+        records += [
+            rec("bamboogle", i, score=float(i < 5)),
+            rec("bamboogle", i, mode="on", score=float(i < 5)),
+        ]
     s = EvalSettings(name="x", bank_modes=["off", "on"], bank="b")
     report = build_report(records, settings=s, datasets=["nq", "bamboogle"], planned=200)
     nq, bam = report["vs_off"]["judge"]["on"]["nq"], report["vs_off"]["judge"]["on"]["bamboogle"]
@@ -81,6 +104,7 @@ def test_modes_are_compared_with_off_paired():
     assert report["vs_off"]["judge"]["on"]["mean"]["delta"] == 10.0
     md = render_markdown(report)
     assert "## Against mode off" in md and "| on - off, judge score | +20.0 [+" in md
-    only_on = build_report(records, settings=EvalSettings(name="x", bank_modes=["on"], bank="b"),
-                           datasets=["nq"], planned=50)
+    only_on = build_report(
+        records, settings=EvalSettings(name="x", bank_modes=["on"], bank="b"), datasets=["nq"], planned=50
+    )
     assert only_on["vs_off"] == {} and "Against mode off" not in render_markdown(only_on)

@@ -21,8 +21,9 @@ def records(out_dir):
 
 
 async def run(s, policy=None, search=None, judge=None, **kw):
-    return await evaluate(s, policy=policy or ScriptedSolver(), search=search or ListSearch(),
-                          judge=judge or Judge(None), **kw)
+    return await evaluate(
+        s, policy=policy or ScriptedSolver(), search=search or ListSearch(), judge=judge or Judge(None), **kw
+    )
 
 
 async def test_records_and_report(tmp_path, data_dir):
@@ -31,7 +32,10 @@ async def test_records_and_report(tmp_path, data_dir):
     assert len(recs) == 7
     r = recs["alpha/a3/off/greedy"]
     assert (r["question"], r["golds"], r["prediction"]) == (
-        "Author of Hamlet? answer: William Shakespeare", ["Shakespeare", "William Shakespeare"], "William Shakespeare")
+        "Author of Hamlet? answer: William Shakespeare",
+        ["Shakespeare", "William Shakespeare"],
+        "William Shakespeare",
+    )
     assert (r["em"], r["f1"], r["score"], r["correct"], r["judge_method"]) == (1.0, 1.0, 1.0, True, "exact")
     assert (r["status"], r["turns"], r["searches"], r["skill_ids"]) == ("answered", 2, 1, [])
     assert r["queries"] == ["Author of Hamlet? answer: William Shakespeare"]
@@ -61,7 +65,10 @@ async def test_resume_skips_cached_questions(tmp_path, data_dir):
     p2 = ScriptedSolver()
     out = await run(settings(tmp_path, data_dir, limit=3), p2)
     # only the third question of each dataset is new
-    assert sorted(p2.solved) == ["Author of Hamlet? answer: William Shakespeare", "Chemical symbol of gold? answer: Ag"]
+    assert sorted(p2.solved) == [
+        "Author of Hamlet? answer: William Shakespeare",
+        "Chemical symbol of gold? answer: Ag",
+    ]
     assert out.run.cached == {"bamboogle": 2, "alpha": 2} and out.run.computed == 2
     assert out.report["timing"]["cached"] == 4 and out.report["complete"]
     p3 = ScriptedSolver()
@@ -120,10 +127,15 @@ async def test_rollout_exception_becomes_error_record(tmp_path, data_dir):
 
 async def test_other_settings_are_not_mixed(tmp_path, data_dir):
     await run(settings(tmp_path, data_dir, limit=1))
-    with pytest.raises(EvalError, match=r"other settings:\n  solver.max_turns: was 10, now 3\nuse another --name, or --overwrite"):
+    with pytest.raises(
+        EvalError,
+        match=r"other settings:\n  solver.max_turns: was 10, now 3\nuse another --name, or --overwrite",
+    ):
         await run(settings(tmp_path, data_dir, limit=1, solver=SolverConfig(max_turns=3)))
     p = ScriptedSolver()
-    out = await run(settings(tmp_path, data_dir, limit=1, solver=SolverConfig(max_turns=3)), p, overwrite=True)
+    out = await run(
+        settings(tmp_path, data_dir, limit=1, solver=SolverConfig(max_turns=3)), p, overwrite=True
+    )
     assert len(p.solved) == 2 and len(records(out.out_dir)) == 2
 
 
@@ -144,7 +156,9 @@ async def test_seeds_sample_and_report_std(tmp_path, data_dir):
     assert [(s.temperature, s.seed) for s in p.sampling] == [(1.0, 0), (1.0, 1)]
     assert sorted(r["key"] for r in records(out.out_dir)) == ["alpha/a1/off/0", "alpha/a1/off/1"]
     cell = out.report["metrics"]["judge"]["off"]["alpha"]
-    assert (cell["mean"], cell["seeds"], cell["n"]) == (50.0, 2, 1) and cell["std"] == pytest.approx(70.71, abs=0.01)
+    assert (cell["mean"], cell["seeds"], cell["n"]) == (50.0, 2, 1) and cell["std"] == pytest.approx(
+        70.71, abs=0.01
+    )
     assert "50.0 ± 70.7 (1×2)" in (out.out_dir / "report.md").read_text()
 
 
@@ -168,10 +182,18 @@ def bank(tmp_path):
     from sesa_graph.memory import MemoryConfig, SkillBank
     from sesa_graph.memory.skill import Skill
 
-    extra = [Skill(id="m-leak", description="Who painted the Mona Lisa? answer: Leonardo da Vinci is a known case.",
-                   trigger="Painting questions.", source="mined")]
+    extra = [
+        Skill(
+            id="m-leak",
+            description="Who painted the Mona Lisa? answer: Leonardo da Vinci is a known case.",
+            trigger="Painting questions.",
+            source="mined",
+        )
+    ]
     b = SkillBank.create(tmp_path / "bank", MemoryConfig(), HashEncoder())
-    b.commit(step=1, admit=[(s, HashEncoder().encode_documents([s.embed_text()])[0]) for s in extra], evict={})
+    b.commit(
+        step=1, admit=[(s, HashEncoder().encode_documents([s.embed_text()])[0]) for s in extra], evict={}
+    )
     b.close()
     return tmp_path / "bank"
 
@@ -182,7 +204,9 @@ async def test_bank_modes_side_by_side(tmp_path, data_dir, bank):
     out = await run(s, p, encoder=HashEncoder())
     recs = {r["key"]: r for r in records(out.out_dir)}
     assert len(recs) == 21
-    assert recs["alpha/a1/off/greedy"]["skill_ids"] == [] and recs["alpha/a1/off/greedy"]["bank_version"] is None
+    assert (
+        recs["alpha/a1/off/greedy"]["skill_ids"] == [] and recs["alpha/a1/off/greedy"]["bank_version"] is None
+    )
     on, plc = recs["alpha/a1/on/greedy"], recs["alpha/a1/placebo/greedy"]
     assert len(on["skill_ids"]) == 3 and on["bank_version"] == 1
     assert len(plc["skill_ids"]) == 3 and all(i.startswith("placebo-") for i in plc["skill_ids"])
@@ -206,9 +230,12 @@ async def test_a_changed_bank_reruns_only_the_questions_it_gives_other_skills(tm
     old = {r["key"]: r for r in records(first.out_dir)}
     assert all(len(r["skills_sha"]) == 16 for r in old.values())
     # the bank moves on: a new skill about capitals of countries, which only a1 ("Capital of France?") retrieves
-    new = Skill(id="m-capitals", description="For a capital city of a country, search the country's name and "
-                "capital together.", trigger="Capital of a country? France Paris capital capital capital",
-                source="mined")
+    new = Skill(
+        id="m-capitals",
+        description="For a capital city of a country, search the country's name and capital together.",
+        trigger="Capital of a country? France Paris capital capital capital",
+        source="mined",
+    )
     b = SkillBank.open(bank, MemoryConfig(), HashEncoder())
     b.commit(step=2, admit=[(new, HashEncoder().encode_documents([new.embed_text()])[0])], evict={})
     b.close()
@@ -216,7 +243,10 @@ async def test_a_changed_bank_reruns_only_the_questions_it_gives_other_skills(tm
     again = await run(s, p, encoder=HashEncoder())
     assert p.solved == ["Capital of France? answer: Paris"]  # a1 in mode on; off and a2-a4 in mode on reused
     recs = {r["key"]: r for r in records(again.out_dir)}
-    assert "m-capitals" in recs["alpha/a1/on/greedy"]["skill_ids"] and recs["alpha/a1/on/greedy"]["bank_version"] == 2
+    assert (
+        "m-capitals" in recs["alpha/a1/on/greedy"]["skill_ids"]
+        and recs["alpha/a1/on/greedy"]["bank_version"] == 2
+    )
     assert recs["alpha/a2/on/greedy"] == old["alpha/a2/on/greedy"]
     assert again.report["timing"]["stale_rerun"] == 1 and again.report["timing"]["cached"] == 7
     assert "1 cached ones run again" in (again.out_dir / "report.md").read_text()
@@ -268,13 +298,17 @@ async def test_failed_judgments_are_rejudged_on_resume(tmp_path, data_dir):
     p = ScriptedSolver()
     out = await run(s, p, judge=Judge(JudgePolicy(True)))
     assert p.solved == [] and out.run.rejudged == 2  # judged again, not solved again
-    assert out.report["metrics"]["judge"]["off"]["alpha"]["mean"] == 100.0  # the LLM judge accepted both misses
+    assert (
+        out.report["metrics"]["judge"]["off"]["alpha"]["mean"] == 100.0
+    )  # the LLM judge accepted both misses
     assert out.report["metrics"]["em"]["off"]["alpha"]["mean"] == 50.0
 
 
 async def test_target_pool_hygiene(tmp_path, data_dir):
-    pool = write_jsonl(tmp_path / "pool.jsonl", [{"ground_truth": "Au", "sys_question_example":
-                                                  "chemical symbol of gold answer ag"}])
+    pool = write_jsonl(
+        tmp_path / "pool.jsonl",
+        [{"ground_truth": "Au", "sys_question_example": "chemical symbol of gold answer ag"}],
+    )
     out = await run(settings(tmp_path, data_dir, target_pool=[str(pool)]))
     (sec,) = out.report["hygiene"]["sections"]
     assert (sec["exact"], sec["normalized"]) == (0, 1)

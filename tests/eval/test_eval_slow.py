@@ -23,9 +23,16 @@ async def test_real_eval_two_bamboogle_questions(tmp_path, monkeypatch):
         monkeypatch.delenv("SESA_HOME")
     if not Path(BENCHMARKS, "bamboogle.jsonl").is_file():
         pytest.skip("shared benchmark samples not present")
-    s = EvalSettings(name="slow", out_root=tmp_path / "evals", data_dir=BENCHMARKS, datasets=["bamboogle"], limit=2,
-                     judge=JudgeConfig(kind="none"), solver=SolverConfig(max_turns=2, max_tokens_per_turn=64),
-                     concurrency=2)
+    s = EvalSettings(
+        name="slow",
+        out_root=tmp_path / "evals",
+        data_dir=BENCHMARKS,
+        datasets=["bamboogle"],
+        limit=2,
+        judge=JudgeConfig(kind="none"),
+        solver=SolverConfig(max_turns=2, max_tokens_per_turn=64),
+        concurrency=2,
+    )
     out = await evaluate(s)
     recs = [json.loads(line) for line in (out.out_dir / "records.jsonl").read_text().splitlines()]
     assert [r["id"] for r in sorted(recs, key=lambda r: r["id"])] == ["test_108", "test_49"]
@@ -60,23 +67,41 @@ async def test_real_eval_bank_on_reruns_only_what_a_new_skill_changes(tmp_path, 
 
     enc = Encoder("embedded")
     SkillBank.create(tmp_path / "bank", MemoryConfig(), enc).close()  # the shipped seed skills
-    s = EvalSettings(name="slow-bank", out_root=tmp_path / "evals", data_dir=BENCHMARKS, datasets=["bamboogle"],
-                     limit=1, bank_modes=["off", "on"], bank=tmp_path / "bank", judge=JudgeConfig(kind="none"),
-                     solver=SolverConfig(max_turns=2, max_tokens_per_turn=64), concurrency=2)
+    s = EvalSettings(
+        name="slow-bank",
+        out_root=tmp_path / "evals",
+        data_dir=BENCHMARKS,
+        datasets=["bamboogle"],
+        limit=1,
+        bank_modes=["off", "on"],
+        bank=tmp_path / "bank",
+        judge=JudgeConfig(kind="none"),
+        solver=SolverConfig(max_turns=2, max_tokens_per_turn=64),
+        concurrency=2,
+    )
     first = await evaluate(s)
-    on = next(json.loads(line) for line in (first.out_dir / "records.jsonl").read_text().splitlines()
-              if json.loads(line)["mode"] == "on")
+    on = next(
+        json.loads(line)
+        for line in (first.out_dir / "records.jsonl").read_text().splitlines()
+        if json.loads(line)["mode"] == "on"
+    )
     assert first.run.computed == 2 and len(on["skill_ids"]) == 3 and on["skills_sha"]
     assert first.report["vs_off"]["judge"]["on"]["bamboogle"]["n"] == 1
     assert (await evaluate(s)).run.computed == 0
 
-    new = Skill(id="m-this-question", description="Search each entity of the question on its own first.",
-                trigger=on["question"], source="mined")
+    new = Skill(
+        id="m-this-question",
+        description="Search each entity of the question on its own first.",
+        trigger=on["question"],
+        source="mined",
+    )
     b = SkillBank.open(tmp_path / "bank", MemoryConfig(), enc)
     b.commit(step=1, admit=[(new, enc.encode_documents([new.embed_text()])[0])], evict={})
     b.close()
     again = await evaluate(s)
     assert again.run.computed == 1 and again.report["timing"]["stale_rerun"] == 1
-    latest = {json.loads(line)["key"]: json.loads(line)
-              for line in (again.out_dir / "records.jsonl").read_text().splitlines()}
+    latest = {
+        json.loads(line)["key"]: json.loads(line)
+        for line in (again.out_dir / "records.jsonl").read_text().splitlines()
+    }
     assert latest[on["key"]]["skill_ids"][0] == "m-this-question" and latest[on["key"]]["bank_version"] == 1

@@ -43,7 +43,11 @@ class ScriptedPolicy:
             ids = r.prompt_ids if r.prompt_ids is not None else self.encode_messages(r.messages)
             text = self.tokenizer.decode(ids)
             self.prompts.append(text)
-            reply = self.script[self.calls % len(self.script)] if isinstance(self.script, list) else self.script(text, self.calls)
+            reply = (
+                self.script[self.calls % len(self.script)]
+                if isinstance(self.script, list)
+                else self.script(text, self.calls)
+            )
             self.calls += 1
             toks = self.encode_text(reply)
             out.append(GenerationResult(reply, toks, [-0.5] * len(toks), list(ids), "stop"))
@@ -62,12 +66,18 @@ class ListSearch:
         if self.fail:
             raise ConnectionError("search backend down")
         self.queries.extend(queries)
-        return [[d for d in self.docs if any(w.lower() in (d.title + d.text).lower() for w in q.split())][:k]
-                for q in queries]
+        return [
+            [d for d in self.docs if any(w.lower() in (d.title + d.text).lower() for w in q.split())][:k]
+            for q in queries
+        ]
 
 
 DOCS = [
-    Doc("Eiffel Tower", "Eiffel Tower", "The Eiffel Tower is a lattice tower in Paris designed by Gustave Eiffel's company."),
+    Doc(
+        "Eiffel Tower",
+        "Eiffel Tower",
+        "The Eiffel Tower is a lattice tower in Paris designed by Gustave Eiffel's company.",
+    ),
     Doc("Paris", "Paris", "Paris is the capital of France."),
     Doc("Gustave Eiffel", "Gustave Eiffel", "Gustave Eiffel was a French civil engineer born in Dijon."),
     Doc("Dijon", "Dijon", "Dijon is a city in eastern France, capital of the Côte-d'Or department."),

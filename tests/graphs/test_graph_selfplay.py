@@ -48,7 +48,9 @@ def ctx(tokenizer, search):
     return SelfPlayContext(
         proposer=ProposeContext(proposer, search, proposer_spec(pc), checks=pc),
         solver=RolloutContext(solver, search, solver_spec(SolverConfig(max_turns=2))),
-        judge=Judge(None), group_size=5, memory=FakeMemory(),
+        judge=Judge(None),
+        group_size=5,
+        memory=FakeMemory(),
     )
 
 
@@ -77,7 +79,9 @@ def test_only_the_solver_sees_skills(ctx):
 
 
 def test_reused_question_skips_the_proposer(ctx):
-    items = [{"item_id": "r", "target": "Dijon", "hops": 1, "reuse_question": "Birthplace of Gustave Eiffel?"}]
+    items = [
+        {"item_id": "r", "target": "Dijon", "hops": 1, "reuse_question": "Birthplace of Gustave Eiffel?"}
+    ]
     out = asyncio.run(run_step(items, ctx))
     assert out.proposer == [] and len(out.solver) == 5
     assert all(t.reused and t.question == "Birthplace of Gustave Eiffel?" for t in out.solver)

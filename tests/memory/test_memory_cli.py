@@ -19,8 +19,10 @@ def grown_bank(make_memory, tmp_path):
     mem.add_failures([failure(i) for i in range(3)])
     mem.maybe_consolidate(10)
     admitted = mem.commit(10, wait=True, timeout=60).admitted
-    mem.apply_outcomes([(["seed-dates-exact", admitted[0]], True, "answered")] * 2
-                       + [(["seed-location-chain"], False, "answered")])
+    mem.apply_outcomes(
+        [(["seed-dates-exact", admitted[0]], True, "answered")] * 2
+        + [(["seed-location-chain"], False, "answered")]
+    )
     mem.add_failures([failure(i) for i in range(3, 6)])
     mem.maybe_consolidate(20)
     mem.commit(20, wait=True, timeout=60)
@@ -45,8 +47,10 @@ def test_diff_between_snapshots(grown_bank):
     assert res.exit_code == 0, res.output
     assert "+6 admitted, -0 evicted" in res.output and "seed-dates-exact: retrieved 0->2" in res.output
     assert "(temporal)" in res.output  # categories print literally, not as rich markup
-    res = runner.invoke(bank_app, ["diff", str(run / "memory/snapshots/v0001.jsonl"),
-                                   str(run / "memory/snapshots/v0002.jsonl")])
+    res = runner.invoke(
+        bank_app,
+        ["diff", str(run / "memory/snapshots/v0001.jsonl"), str(run / "memory/snapshots/v0002.jsonl")],
+    )
     assert "+3 admitted" in res.output and f"{admitted[0]}: retrieved 0->2, helpful 0->2" in res.output
     res = runner.invoke(bank_app, ["diff", "0", "9", "--bank", str(run)])
     assert res.exit_code == 1 and "v0009.jsonl" in res.output
@@ -75,22 +79,39 @@ def test_show_on_a_missing_bank_names_the_path(tmp_path):
 def test_mine_deduplicates_and_writes_a_priming_file(tmp_path, encoder):
     run = tmp_path / "boot"
     run.mkdir()
-    records = [failure(i) for i in range(12)] + [failure(3), failure(4, correct=True)] + [failure(20, status="malformed")]
+    records = (
+        [failure(i) for i in range(12)]
+        + [failure(3), failure(4, correct=True)]
+        + [failure(20, status="malformed")]
+    )
     (run / "failures.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "priming.yaml"
-    res = runner.invoke(bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"])
+    res = runner.invoke(
+        bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"]
+    )
     assert res.exit_code == 0, res.output
     assert "distilled 12 failures" in res.output and "8 admitted" in res.output
     _, skills = load_skill_file(out)
     assert len(skills) == 8 and all(s.source == "mined" and s.id.startswith("m-") for s in skills)
     assert all(s.source_failures for s in skills)
     (run / "failures.jsonl").write_text('{"question": "q"}\nnot json\n')
-    res = runner.invoke(bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"])
+    res = runner.invoke(
+        bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"]
+    )
     assert res.exit_code == 1 and "failures.jsonl:2" in res.output
 
 
 def test_an_unset_distiller_credential_is_an_error_not_a_disabled_bank(tmp_path, monkeypatch):
     monkeypatch.delenv("SESA_TEST_UNSET_KEY", raising=False)
-    res = runner.invoke(bank_app, ["mine", str(tmp_path), "--distiller", "openai:m@http://127.0.0.1:9/v1",
-                                   "--api-key-env", "SESA_TEST_UNSET_KEY"])
+    res = runner.invoke(
+        bank_app,
+        [
+            "mine",
+            str(tmp_path),
+            "--distiller",
+            "openai:m@http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "SESA_TEST_UNSET_KEY",
+        ],
+    )
     assert res.exit_code == 1 and "SESA_TEST_UNSET_KEY is not set" in res.output

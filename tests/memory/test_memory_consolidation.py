@@ -23,18 +23,18 @@ def test_background_consolidation_is_committed_only_at_a_step_boundary(make_memo
     questions = ["Who ruled the territory in that period?", "Which club did the player join that season?"]
     before = [[s.id for s in h] for h in mem.retrieve(questions)]
 
-    assert not mem.maybe_consolidate(7)            # not a consolidation step
-    assert mem.maybe_consolidate(10)               # every 10 steps with >= 20 pending
-    assert not mem.maybe_consolidate(10)           # one at a time
-    assert mem.commit(10) is None                  # still distilling: nothing to commit yet
+    assert not mem.maybe_consolidate(7)  # not a consolidation step
+    assert mem.maybe_consolidate(10)  # every 10 steps with >= 20 pending
+    assert not mem.maybe_consolidate(10)  # one at a time
+    assert mem.commit(10) is None  # still distilling: nothing to commit yet
     assert mem.version == 0 and [[s.id for s in h] for h in mem.retrieve(questions)] == before
 
     gate.set()
     rep = mem.commit(11, wait=True, timeout=60)
     assert rep.version == 1 == mem.version and rep.error is None
     assert rep.picked == 25 and rep.responses == 25
-    assert len(rep.admitted) == len(GOOD_SKILLS)                         # 8 distinct skills
-    assert rep.rejected == {"duplicate_pass": 25 - len(GOOD_SKILLS)}    # the rest repeat them
+    assert len(rep.admitted) == len(GOOD_SKILLS)  # 8 distinct skills
+    assert rep.rejected == {"duplicate_pass": 25 - len(GOOD_SKILLS)}  # the rest repeat them
     assert rep.still_queued == 0 and len(mem.bank) == 15 + len(GOOD_SKILLS)
     after = mem.retrieve(questions)
     assert after[0][0].description == GOOD_SKILLS[0]["description"] and after[0][0].created_step == 11
@@ -51,10 +51,19 @@ def test_background_consolidation_is_committed_only_at_a_step_boundary(make_memo
 def test_failures_that_were_not_picked_stay_queued(make_memory):
     """Better than the reference: it clears the whole queue at each consolidation."""
     mem = make_memory(ScriptedDistiller(by_index), max_distill_per_pass=5, consolidate_min_pending=5)
-    mem.add_failures([failure(i) for i in range(6)] + [failure(i, skills=["seed-dates-exact"]) for i in range(6, 12)])
+    mem.add_failures(
+        [failure(i) for i in range(6)] + [failure(i, skills=["seed-dates-exact"]) for i in range(6, 12)]
+    )
     picked = {f.key for f in mem.queue.pick(5)}
-    assert all("number 6 " in k or "number 7 " in k or "number 8 " in k or "number 9 " in k
-               or "number 10 " in k or "number 11 " in k for k in picked)  # guided ones first
+    assert all(
+        "number 6 " in k
+        or "number 7 " in k
+        or "number 8 " in k
+        or "number 9 " in k
+        or "number 10 " in k
+        or "number 11 " in k
+        for k in picked
+    )  # guided ones first
     assert mem.maybe_consolidate(10)
     rep = mem.commit(10, wait=True, timeout=60)
     assert rep.picked == 5 and rep.still_queued == 7
@@ -98,7 +107,9 @@ def test_partial_distiller_errors_keep_only_the_errored_failures(make_memory):
     assert mem.maybe_consolidate(10)
     rep = mem.commit(10, wait=True, timeout=60)
     assert rep.version == 1 and rep.responses == 10 and "10 of 20" in rep.error
-    assert sorted(int(k.split("war number ")[1].split()[0]) for k in mem.queue.entries) == list(range(0, 20, 2))
+    assert sorted(int(k.split("war number ")[1].split()[0]) for k in mem.queue.entries) == list(
+        range(0, 20, 2)
+    )
 
 
 def test_a_missing_distiller_is_a_start_up_error(tmp_path, encoder):
@@ -112,12 +123,23 @@ def test_a_missing_distiller_is_a_start_up_error(tmp_path, encoder):
 
 
 def test_bad_output_is_rejected_with_counted_reasons(make_memory):
-    outputs = ["total garbage", json.dumps({"description": "", "trigger": "t", "avoid": "a", "queries": ["q"]}),
-               json.dumps({**GOOD_SKILLS[0], "description": "Search the Treaty archive first for war dates."}),
-               json.dumps({**GOOD_SKILLS[0], "description": "Search carefully and check results.",
-                           "trigger": "Any question.", "avoid": "Bad results."})]
-    mem = make_memory(ScriptedDistiller(lambda q, u: outputs[int(q.split("number ")[1].split()[0]) % 4]),
-                      consolidate_min_pending=4)
+    outputs = [
+        "total garbage",
+        json.dumps({"description": "", "trigger": "t", "avoid": "a", "queries": ["q"]}),
+        json.dumps({**GOOD_SKILLS[0], "description": "Search the Treaty archive first for war dates."}),
+        json.dumps(
+            {
+                **GOOD_SKILLS[0],
+                "description": "Search carefully and check results.",
+                "trigger": "Any question.",
+                "avoid": "Bad results.",
+            }
+        ),
+    ]
+    mem = make_memory(
+        ScriptedDistiller(lambda q, u: outputs[int(q.split("number ")[1].split()[0]) % 4]),
+        consolidate_min_pending=4,
+    )
     mem.add_failures([failure(i) for i in range(4)])
     assert mem.maybe_consolidate(10)
     rep = mem.commit(10, wait=True, timeout=60)
@@ -139,14 +161,14 @@ def test_evicted_skills_leave_tombstones_that_block_readmission(make_memory, tmp
     mem.add_failures([failure(1)])
     mem.maybe_consolidate(10)
     (sid,) = mem.commit(10, wait=True, timeout=60).admitted
-    _hurt(mem, sid)                                        # retrieved 3x, helpful - hurt = -3
-    _hurt(mem, "seed-dates-exact", 5)                      # seeds are never evicted
+    _hurt(mem, sid)  # retrieved 3x, helpful - hurt = -3
+    _hurt(mem, "seed-dates-exact", 5)  # seeds are never evicted
 
     mem.add_failures([failure(2)])
     mem.maybe_consolidate(20)
     rep = mem.commit(20, wait=True, timeout=60)
     assert rep.evicted == {sid: "negative_utility"}
-    assert rep.rejected == {"duplicate_bank": 1}          # checked against the pre-commit bank
+    assert rep.rejected == {"duplicate_bank": 1}  # checked against the pre-commit bank
     assert sid not in mem.bank and "seed-dates-exact" in mem.bank
     mem.close()
 
@@ -158,7 +180,7 @@ def test_evicted_skills_leave_tombstones_that_block_readmission(make_memory, tmp
     assert rep.admitted == [] and rep.rejected == {"tombstoned": 1}
 
     mem.add_failures([failure(4)])
-    mem.maybe_consolidate(50)                              # 30 steps after the eviction: the tombstone expired
+    mem.maybe_consolidate(50)  # 30 steps after the eviction: the tombstone expired
     rep = mem.commit(50, wait=True, timeout=60)
     assert rep.admitted == [sid] and mem.bank.state["n_tombstones"] == 0
     mem.close()
@@ -189,8 +211,12 @@ def test_state_survives_a_restart(make_memory, tmp_path, encoder):
     snapshot = {s.id: s.model_dump() for s in mem.bank.skills()}
     queue = mem.queue.to_json()
     mem.close()
-    again = SkillMemory.open(tmp_path / "mem", MemoryConfig(consolidate_min_pending=3), encoder=encoder,
-                             distiller=ScriptedDistiller())
+    again = SkillMemory.open(
+        tmp_path / "mem",
+        MemoryConfig(consolidate_min_pending=3),
+        encoder=encoder,
+        distiller=ScriptedDistiller(),
+    )
     assert again.version == 1
     assert {s.id: s.model_dump() for s in again.bank.skills()} == snapshot
     assert again.queue.to_json() == queue
@@ -199,8 +225,11 @@ def test_state_survives_a_restart(make_memory, tmp_path, encoder):
 
 def test_end_step_runs_the_boundary_in_order(make_memory):
     mem = make_memory(ScriptedDistiller(by_index))
-    r = mem.end_step(10, outcomes=[(["seed-dates-exact"], True, "answered")],
-                     failures=[failure(i, skills=["seed-dates-exact"]) for i in range(20)] + [failure(99, correct=True)])
+    r = mem.end_step(
+        10,
+        outcomes=[(["seed-dates-exact"], True, "answered")],
+        failures=[failure(i, skills=["seed-dates-exact"]) for i in range(20)] + [failure(99, correct=True)],
+    )
     assert r.outcomes["helpful"] == 1 and r.failures["added"] == 20 and r.failures["skipped_correct"] == 1
     assert r.commit is None and r.consolidation_started
     mem.consolidator._thread.join(60)
@@ -233,7 +262,9 @@ def test_static_mode_credits_but_never_distils(make_memory):
     assert mem.add_failures([failure(i) for i in range(30)]) == {"ignored_mode": 30}
     assert not mem.maybe_consolidate(10) and mem.commit(10) is None
     mem.apply_outcomes([(["seed-dates-exact"], True, "answered")] * 4)
-    assert mem.bank.get("seed-dates-exact").helpful == 4 and len(mem.retrieve(["When was it founded?"])[0]) == 3
+    assert (
+        mem.bank.get("seed-dates-exact").helpful == 4 and len(mem.retrieve(["When was it founded?"])[0]) == 3
+    )
 
 
 def test_off_mode_has_no_bank(tmp_path, encoder):
@@ -246,18 +277,22 @@ def test_off_mode_has_no_bank(tmp_path, encoder):
 def test_placebo_has_the_same_count_and_length_but_unrelated_text(make_memory, encoder):
     static = make_memory(mode="static", name="s")
     placebo = make_memory(mode="placebo", name="p")
-    questions = ["In what year was the university founded where the physicist taught?",
-                 "Which of the two rivers is longer?", "Who directed the film based on the novel?"]
+    questions = [
+        "In what year was the university founded where the physicist taught?",
+        "Which of the two rivers is longer?",
+        "Who directed the film based on the novel?",
+    ]
     real, fake = static.retrieve(questions), placebo.retrieve(questions)
     for q, r, f in zip(questions, real, fake):
         assert len(r) == len(f) == 3
         rb, fb = static.render(r), placebo.render(f)
-        assert abs(len(fb) - len(rb)) <= 0.1 * len(rb)                      # about as many characters
+        assert abs(len(fb) - len(rb)) <= 0.1 * len(rb)  # about as many characters
         assert abs(len(fb.split()) - len(rb.split())) <= 0.2 * len(rb.split())  # and words
         qe = encoder.encode_queries([q])[0]
-        sim_real, sim_fake = (float((encoder.encode_documents([s.embed_text() for s in x]) @ qe).max())
-                              for x in (r, f))
-        assert sim_fake < sim_real                                           # less related to the question
+        sim_real, sim_fake = (
+            float((encoder.encode_documents([s.embed_text() for s in x]) @ qe).max()) for x in (r, f)
+        )
+        assert sim_fake < sim_real  # less related to the question
         assert not {s.id for s in f} & {s.id for s in static.bank.skills()}
     placebo.apply_outcomes([([s.id for s in fake[0]], True, "answered")])
-    assert all(s.retrieved == 0 for s in placebo.bank.skills())               # placebo credits nothing
+    assert all(s.retrieved == 0 for s in placebo.bank.skills())  # placebo credits nothing

@@ -17,8 +17,11 @@ CHILD = Path(__file__).with_name("crash_child.py")
 
 def _run_and_kill(tmp_path: Path, variant: str) -> Path:
     bank, marker = tmp_path / "bank", tmp_path / "parked"
-    proc = subprocess.Popen([sys.executable, str(CHILD), str(bank), variant, str(marker)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), str(bank), variant, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 180
     while not marker.exists():
         if proc.poll() is not None:

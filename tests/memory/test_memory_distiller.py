@@ -21,18 +21,33 @@ from sesa_graph.memory.queue import FailureQueue
 GOOD = GOOD_SKILLS[0]
 
 
-@pytest.mark.parametrize("text", [
-    json.dumps(GOOD),                                               # bare JSON
-    "Here is the skill:\n```json\n" + json.dumps(GOOD, indent=2) + "\n```\nHope it helps!",  # fenced + prose
-    "<think>what went wrong? {not json}</think>" + json.dumps(GOOD),  # reasoning model with braces in thoughts
-    "{broken " + json.dumps(GOOD),                                  # junk brace before the object
-    json.dumps({"skill": GOOD["description"], "trigger_condition": GOOD["trigger"], "avoidance_cue": GOOD["avoid"],
-                "query_templates": GOOD["queries"][0], "category": "temporal"}),  # aliases, queries as a string
-    "Description: {d}\nTrigger: {t}\nAvoid: {a}\nQueries: {q}\nCategory: temporal".format(
-        d=GOOD["description"], t=GOOD["trigger"], a=GOOD["avoid"], q=GOOD["queries"][0]),  # key: value lines
-    "**Description**: {d}\n- **Trigger**: {t}\n- **Avoid**: {a}\n- **Queries**: {q}".format(
-        d=GOOD["description"], t=GOOD["trigger"], a=GOOD["avoid"], q=GOOD["queries"][0]),  # markdown bullets
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(GOOD),  # bare JSON
+        "Here is the skill:\n```json\n"
+        + json.dumps(GOOD, indent=2)
+        + "\n```\nHope it helps!",  # fenced + prose
+        "<think>what went wrong? {not json}</think>"
+        + json.dumps(GOOD),  # reasoning model with braces in thoughts
+        "{broken " + json.dumps(GOOD),  # junk brace before the object
+        json.dumps(
+            {
+                "skill": GOOD["description"],
+                "trigger_condition": GOOD["trigger"],
+                "avoidance_cue": GOOD["avoid"],
+                "query_templates": GOOD["queries"][0],
+                "category": "temporal",
+            }
+        ),  # aliases, queries as a string
+        "Description: {d}\nTrigger: {t}\nAvoid: {a}\nQueries: {q}\nCategory: temporal".format(
+            d=GOOD["description"], t=GOOD["trigger"], a=GOOD["avoid"], q=GOOD["queries"][0]
+        ),  # key: value lines
+        "**Description**: {d}\n- **Trigger**: {t}\n- **Avoid**: {a}\n- **Queries**: {q}".format(
+            d=GOOD["description"], t=GOOD["trigger"], a=GOOD["avoid"], q=GOOD["queries"][0]
+        ),  # markdown bullets
+    ],
+)
 def test_parse_accepts_the_usual_shapes(text):
     fields = parse_skill_output(text)
     assert fields["description"] == GOOD["description"]
@@ -40,10 +55,20 @@ def test_parse_accepts_the_usual_shapes(text):
     assert fields["queries"] == GOOD["queries"]
 
 
-@pytest.mark.parametrize("text", [
-    "", "   ", "I cannot help with that.", "{}", '{"trigger": "only a trigger"}', "[1, 2, 3]",
-    "<think>never closed {\"description\": \"x\"}", None, 42,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "I cannot help with that.",
+        "{}",
+        '{"trigger": "only a trigger"}',
+        "[1, 2, 3]",
+        '<think>never closed {"description": "x"}',
+        None,
+        42,
+    ],
+)
 def test_parse_never_raises_on_garbage(text):
     assert parse_skill_output(text) is None
 
@@ -58,33 +83,55 @@ def _fields(**over):
     return {**GOOD, "queries": list(GOOD["queries"]), **over}
 
 
-@pytest.mark.parametrize("fields, reason", [
-    (None, "unparseable"),
-    (_fields(description=""), "empty_description"),
-    (_fields(trigger="  "), "empty_trigger"),
-    (_fields(avoid=""), "empty_avoid"),
-    (_fields(queries=[]), "empty_queries"),
-    (_fields(description="x" * 161), "too_long"),                        # one field over max_field_chars
-    (_fields(avoid="word " * 30, trigger="word " * 30), "too_long"),      # all fields together over max_skill_chars
-    (_fields(description="Search carefully and check the results.",
-             trigger="Any question.", avoid="Bad searches."), "vacuous"),
-    (_fields(description="Always make sure to find the correct and relevant information first.",
-             trigger="When searching.", avoid="Wrong answers."), "vacuous"),
-])
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        (None, "unparseable"),
+        (_fields(description=""), "empty_description"),
+        (_fields(trigger="  "), "empty_trigger"),
+        (_fields(avoid=""), "empty_avoid"),
+        (_fields(queries=[]), "empty_queries"),
+        (_fields(description="x" * 161), "too_long"),  # one field over max_field_chars
+        (
+            _fields(avoid="word " * 30, trigger="word " * 30),
+            "too_long",
+        ),  # all fields together over max_skill_chars
+        (
+            _fields(
+                description="Search carefully and check the results.",
+                trigger="Any question.",
+                avoid="Bad searches.",
+            ),
+            "vacuous",
+        ),
+        (
+            _fields(
+                description="Always make sure to find the correct and relevant information first.",
+                trigger="When searching.",
+                avoid="Wrong answers.",
+            ),
+            "vacuous",
+        ),
+    ],
+)
 def test_check_rejects_with_a_reason(fields, reason):
     skill, why = check_candidate(fields, _pending(), MemoryConfig(), step=3)
     assert skill is None and why == reason
 
 
 def test_check_rejects_entities_copied_from_the_failing_question_or_answers():
-    f = _pending(question="Which opera did Richard Strauss compose in 1905?", golds=["Salome"],
-                 answer="Elektra")
+    f = _pending(
+        question="Which opera did Richard Strauss compose in 1905?", golds=["Salome"], answer="Elektra"
+    )
     assert {"richard", "strauss", "1905", "salome", "elektra"} <= question_entities(
-        f.record.question, f.record.golds, f.record.answer)
-    for copied in ({"description": "Search the Strauss catalogue of operas by year of premiere first."},
-                   {"queries": ["[composer] operas 1905"]},
-                   {"avoid": "Answering Elektra when a different opera was asked."},
-                   {"queries": ["[Richard Strauss] operas"]}):  # brackets do not hide a copied name
+        f.record.question, f.record.golds, f.record.answer
+    )
+    for copied in (
+        {"description": "Search the Strauss catalogue of operas by year of premiere first."},
+        {"queries": ["[composer] operas 1905"]},
+        {"avoid": "Answering Elektra when a different opera was asked."},
+        {"queries": ["[Richard Strauss] operas"]},
+    ):  # brackets do not hide a copied name
         skill, why = check_candidate(_fields(**copied), f, MemoryConfig(), step=3)
         assert why == "copies_entities", copied
     skill, why = check_candidate(_fields(), f, MemoryConfig(), step=3)
@@ -93,7 +140,9 @@ def test_check_rejects_entities_copied_from_the_failing_question_or_answers():
 
 
 def test_question_openers_and_yes_no_are_not_entities():
-    ents = question_entities("Name the river that flows through the capital. Are both cities coastal?", ["yes"])
+    ents = question_entities(
+        "Name the river that flows through the capital. Are both cities coastal?", ["yes"]
+    )
     assert ents == set()
 
 

@@ -15,7 +15,12 @@ from sesa_graph.memory.utility import Outcome, classify, select_evictions, tally
 def test_config_defaults_are_the_papers_numbers():
     c = MemoryConfig()
     assert (c.top_k, c.queue_cap, c.consolidate_every, c.consolidate_min_pending, c.max_distill_per_pass) == (
-        3, 300, 10, 20, 30)
+        3,
+        300,
+        10,
+        20,
+        30,
+    )
     assert (c.admit_max_cosine, c.evict_min_retrieved, c.evict_below_score, c.bank_cap) == (0.93, 3, 0, 800)
     assert c.similarity_floor is None and c.mode == "on"
     for name, f in MemoryConfig.model_fields.items():
@@ -45,8 +50,19 @@ def test_seeds_are_15_permanent_general_skills():
 
 
 def test_skill_file_round_trip(tmp_path):
-    skills = [Skill(id="m-1", description="d one", trigger="t", avoid="a", queries=["q"], category="comparison",
-                    source="mined", helpful=5, source_failures=["k"])]
+    skills = [
+        Skill(
+            id="m-1",
+            description="d one",
+            trigger="t",
+            avoid="a",
+            queries=["q"],
+            category="comparison",
+            source="mined",
+            helpful=5,
+            source_failures=["k"],
+        )
+    ]
     path = write_skill_file(tmp_path / "p.yaml", skills, version=2)
     version, back = load_skill_file(path)
     assert version == 2
@@ -54,15 +70,20 @@ def test_skill_file_round_trip(tmp_path):
     assert back[0].helpful == 0  # a file starts a bank fresh
 
 
-@pytest.mark.parametrize("text, match", [
-    ("skills: []", "'version' must be an integer"),                      # no version
-    ("version: 1\nskills: {}", "a 'skills' list"),                        # wrong shape
-    ("version: 1\nskills:\n  - id: x\n", "skills\\[0\\] \\(x\\): description"),  # missing field, named
-    ("version: 1\nskills:\n  - {id: x, description: d, trigger: t, queries: [a, b, c, d]}", "at most 3"),
-    ("version: 1\nskills:\n  - {id: x, description: d, trigger: t}\n  - {id: x, description: e, trigger: t}",
-     "duplicate id"),
-    ("version: [", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("skills: []", "'version' must be an integer"),  # no version
+        ("version: 1\nskills: {}", "a 'skills' list"),  # wrong shape
+        ("version: 1\nskills:\n  - id: x\n", "skills\\[0\\] \\(x\\): description"),  # missing field, named
+        ("version: 1\nskills:\n  - {id: x, description: d, trigger: t, queries: [a, b, c, d]}", "at most 3"),
+        (
+            "version: 1\nskills:\n  - {id: x, description: d, trigger: t}\n  - {id: x, description: e, trigger: t}",
+            "duplicate id",
+        ),
+        ("version: [", "not valid YAML"),
+    ],
+)
 def test_bad_skill_files_name_the_file_and_entry(tmp_path, text, match):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -73,38 +94,54 @@ def test_bad_skill_files_name_the_file_and_entry(tmp_path, text, match):
 
 def test_unknown_category_becomes_other():
     assert Skill(id="x", description="d", trigger="t", category="Weird Stuff").category == "other"
-    assert Skill(id="x", description="d", trigger="t", category="Entity Resolution").category == "entity_resolution"
+    assert (
+        Skill(id="x", description="d", trigger="t", category="Entity Resolution").category
+        == "entity_resolution"
+    )
 
 
 # ---- utility --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("outcome, kind", [
-    (Outcome(["s"], True, "answered"), "helpful"),      # correct answer
-    (Outcome(["s"], False, "answered"), "hurt"),        # substantive wrong answer
-    (Outcome(["s"], False, "max_turns"), "neutral"),    # well-formed but no answer given
-    (Outcome(["s"], False, "malformed"), "ignored"),     # broken rollout: not the skill's fault
-    (Outcome(["s"], True, "malformed"), "ignored"),     # malformed is ignored even if judged correct
-    (Outcome(["s"], False, "search_error"), "ignored"), # the tool broke
-])
+@pytest.mark.parametrize(
+    "outcome, kind",
+    [
+        (Outcome(["s"], True, "answered"), "helpful"),  # correct answer
+        (Outcome(["s"], False, "answered"), "hurt"),  # substantive wrong answer
+        (Outcome(["s"], False, "max_turns"), "neutral"),  # well-formed but no answer given
+        (Outcome(["s"], False, "malformed"), "ignored"),  # broken rollout: not the skill's fault
+        (Outcome(["s"], True, "malformed"), "ignored"),  # malformed is ignored even if judged correct
+        (Outcome(["s"], False, "search_error"), "ignored"),  # the tool broke
+    ],
+)
 def test_classify(outcome, kind):
     assert classify(outcome) == kind
 
 
 def test_tally_aggregates_a_step_per_skill():
-    deltas, kinds = tally([
-        (["a", "b"], True, "answered"),
-        (["a"], False, "answered"),
-        (["a", "a"], False, "max_turns"),  # listed twice in one prompt: counted once
-        (["b"], False, "malformed"),
-    ])
+    deltas, kinds = tally(
+        [
+            (["a", "b"], True, "answered"),
+            (["a"], False, "answered"),
+            (["a", "a"], False, "max_turns"),  # listed twice in one prompt: counted once
+            (["b"], False, "malformed"),
+        ]
+    )
     assert deltas["a"] == (3, 1, 1) and deltas["b"] == (1, 1, 0)
     assert kinds == {"helpful": 1, "hurt": 1, "neutral": 1, "ignored": 1}
 
 
 def _s(i, ret=0, help_=0, hurt=0, seed=False, step=0):
-    return Skill(id=f"s{i}", description="d", trigger="t", retrieved=ret, helpful=help_, hurt=hurt, seed=seed,
-                 created_step=step)
+    return Skill(
+        id=f"s{i}",
+        description="d",
+        trigger="t",
+        retrieved=ret,
+        helpful=help_,
+        hurt=hurt,
+        seed=seed,
+        created_step=step,
+    )
 
 
 def test_evictions_negative_utility_needs_three_retrievals_and_spares_seeds():
@@ -113,7 +150,13 @@ def test_evictions_negative_utility_needs_three_retrievals_and_spares_seeds():
 
 
 def test_evictions_over_capacity_lowest_score_first_and_fresh_candidates_compete():
-    skills = [_s(0, 9, 5, 1), _s(1, 4, 2, 2), _s(2, 0, 0, 0, step=10), _s(3, 1, 0, 1), _s(4, 0, 0, 0, seed=True)]
+    skills = [
+        _s(0, 9, 5, 1),
+        _s(1, 4, 2, 2),
+        _s(2, 0, 0, 0, step=10),
+        _s(3, 1, 0, 1),
+        _s(4, 0, 0, 0, seed=True),
+    ]
     out = select_evictions(skills, min_retrieved=3, below_score=0, cap=3)
     # s3 (score -1) first, then among score 0 the one retrieved more often (s1) before the fresh s2
     assert out == {"s3": "over_capacity", "s1": "over_capacity"}
@@ -124,14 +167,21 @@ def test_evictions_over_capacity_lowest_score_first_and_fresh_candidates_compete
 
 def test_queue_skips_what_cannot_teach_a_skill():
     q = FailureQueue(None)
-    counts = q.add([
-        failure(1, correct=True),
-        failure(2, status="malformed"),
-        failure(3, searches=[]),
-        failure(4, status="max_turns"),  # well-formed, searched, no answer: kept
-    ])
-    assert counts == {"skipped_correct": 1, "skipped_status_malformed": 1, "skipped_no_search": 1, "added": 1,
-                      "dropped": 0}
+    counts = q.add(
+        [
+            failure(1, correct=True),
+            failure(2, status="malformed"),
+            failure(3, searches=[]),
+            failure(4, status="max_turns"),  # well-formed, searched, no answer: kept
+        ]
+    )
+    assert counts == {
+        "skipped_correct": 1,
+        "skipped_status_malformed": 1,
+        "skipped_no_search": 1,
+        "added": 1,
+        "dropped": 0,
+    }
     assert len(q) == 1
 
 
@@ -139,7 +189,9 @@ def test_queue_priority_guided_and_repeated_failures_first():
     q = FailureQueue(None, guided_weight=1.0, repeat_weight=0.5)
     q.add([failure(1), failure(2, skills=["seed-x"]), failure(3), failure(3), failure(3), failure(4)])
     order = [e.record.question for e in q.pick(4)]
-    assert "war number 3 " in order[0] and "war number 2 " in order[1]  # 3 failed 3x (+1.0), 2 was guided (+1.0, older)
+    assert (
+        "war number 3 " in order[0] and "war number 2 " in order[1]
+    )  # 3 failed 3x (+1.0), 2 was guided (+1.0, older)
     e3 = q.entries[next(k for k in q.entries if "number 3 " in k)]
     assert e3.failures == 3
 

@@ -24,8 +24,11 @@ def chroma_server(tmp_path):
     if not Path(CHROMA).exists():
         pytest.skip("the chroma CLI is not installed")
     port = _free_port()
-    proc = subprocess.Popen([CHROMA, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [CHROMA, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     while True:
         try:
@@ -45,7 +48,10 @@ def test_bank_in_a_chroma_server(chroma_server, tmp_path, encoder):
     cfg = MemoryConfig(chroma_host="127.0.0.1", chroma_port=chroma_server, collection="run_a")
     bank = SkillBank.create(tmp_path / "state", cfg, encoder)
     assert not (tmp_path / "state" / "chroma").exists()  # the vectors live in the server
-    assert bank.retrieve(["What is the capital of the country where the bridge is?"])[0][0].id == "seed-location-chain"
+    assert (
+        bank.retrieve(["What is the capital of the country where the bridge is?"])[0][0].id
+        == "seed-location-chain"
+    )
     bank.apply_outcomes([(["seed-location-chain"], True, "answered")])
     bank.close()
     again = SkillBank.open(tmp_path / "state", cfg, encoder)

@@ -16,14 +16,20 @@ def _req(content: str, **sp) -> GenerationRequest:
 
 def test_answers_a_question_from_a_passage(local_policy):
     passage = "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."
-    (res,) = asyncio.run(local_policy.generate([_req(f"{passage}\nIn which city is the Eiffel Tower?",
-                                                    max_tokens=24, temperature=0)]))
+    (res,) = asyncio.run(
+        local_policy.generate(
+            [_req(f"{passage}\nIn which city is the Eiffel Tower?", max_tokens=24, temperature=0)]
+        )
+    )
     assert "Paris" in res.text
 
 
 def test_stop_strings_cut_text_and_ids_consistently(local_policy):
-    (res,) = asyncio.run(local_policy.generate([_req("Count from 1 to 20, separated by commas.", max_tokens=40,
-                                                    temperature=0, stop=("5.",))]))
+    (res,) = asyncio.run(
+        local_policy.generate(
+            [_req("Count from 1 to 20, separated by commas.", max_tokens=40, temperature=0, stop=("5.",))]
+        )
+    )
     assert res.finish_reason == "stop" and res.stop_string == "5."
     assert res.text == local_policy.tokenizer.decode(res.token_ids, skip_special_tokens=True)
     assert res.text.endswith("5.")
@@ -105,11 +111,15 @@ def test_reused_states_give_the_same_multi_turn_rollouts(local_policy):
         for turn in range(3):
             (r,) = await policy.generate([GenerationRequest(prompt_ids=ids, sampling=sp)])
             out.append(r.token_ids)
-            ids = ids + r.token_ids + policy.encode_text(f"\nObservation {turn}: more about {question[:12]}\n")
+            ids = (
+                ids + r.token_ids + policy.encode_text(f"\nObservation {turn}: more about {question[:12]}\n")
+            )
         return out
 
     async def group(policy):
-        return await asyncio.gather(*(rollout(policy, q) for q in ["Who wrote Hamlet?", "Name three rivers in Africa please."]))
+        return await asyncio.gather(
+            *(rollout(policy, q) for q in ["Who wrote Hamlet?", "Name three rivers in Africa please."])
+        )
 
     before = dict(local_policy.kv_cache.stats)
     assert asyncio.run(group(local_policy)) == asyncio.run(group(fresh))

@@ -73,7 +73,7 @@ def _transformers_logprobs(path: Path, prompt: list[int], ids: list[int]) -> tup
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     with torch.no_grad():
         logp = model(torch.tensor([prompt + ids])).logits[0].log_softmax(-1)
-    rows = logp[len(prompt) - 1: len(prompt) - 1 + len(ids)]
+    rows = logp[len(prompt) - 1 : len(prompt) - 1 + len(ids)]
     return [rows[i, t].item() for i, t in enumerate(ids)], rows.argmax(-1).tolist()
 
 
@@ -87,13 +87,17 @@ def test_reload_serves_the_new_weights_exactly(served, tmp_path, embedded_dir):
     assert after.token_ids != before.token_ids  # the perturbation changes the greedy continuation
     ref, argmax = _transformers_logprobs(weights, prompt, after.token_ids)
     diff = max(abs(a - b) for a, b in zip(ref, after.logprobs))
-    print(f"\nafter reload: {len(prompt)}-token prompt, greedy tokens equal: {argmax == after.token_ids}, "
-          f"max |logprob diff| vs transformers = {diff:.2e}")
+    print(
+        f"\nafter reload: {len(prompt)}-token prompt, greedy tokens equal: {argmax == after.token_ids}, "
+        f"max |logprob diff| vs transformers = {diff:.2e}"
+    )
     assert argmax == after.token_ids
     assert diff < 1e-3
 
 
-def test_a_half_written_weights_dir_is_refused_and_the_old_weights_keep_serving(served, tmp_path, embedded_dir):
+def test_a_half_written_weights_dir_is_refused_and_the_old_weights_keep_serving(
+    served, tmp_path, embedded_dir
+):
     from sesa_graph.policy.vllm_server import WeightSyncError
 
     prompt = _long_prompt(served)
@@ -123,8 +127,9 @@ def test_client_works_across_event_loops_with_64_requests_in_flight(served):
     prompt = client.encode_messages([{"role": "user", "content": "Name a city."}])
 
     async def burst() -> list:
-        return await asyncio.gather(*(client.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)])
-                                      for _ in range(64)))
+        return await asyncio.gather(
+            *(client.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)]) for _ in range(64))
+        )
 
     for _ in range(2):  # each self-play step runs under its own asyncio.run
         out = asyncio.run(burst())
@@ -168,7 +173,9 @@ def test_a_model_vllm_cannot_load_is_named_with_the_log_tail(tmp_path):
 def test_a_server_that_never_gets_healthy_times_out(embedded_dir, tmp_path):
     from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
 
-    server = VLLMServer(ServerSpec(str(embedded_dir), "embedded", startup_timeout_s=3, log_path=tmp_path / "v.log"))
+    server = VLLMServer(
+        ServerSpec(str(embedded_dir), "embedded", startup_timeout_s=3, log_path=tmp_path / "v.log")
+    )
     t0 = time.monotonic()
     with pytest.raises(ServerStartError, match="not healthy .* after 3s"):
         server.start()
@@ -185,10 +192,26 @@ def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
     from sesa_graph.policy.vllm_server import free_port
 
     port = free_port()
-    log = open(tmp_path / "serve.log", "w")
-    p = subprocess.Popen([sys.executable, "-m", "sesa_graph.cli", "policy", "serve", "--model", "embedded",
-                          "--port", str(port), "--kv-cache-gib", "1"], cwd=ROOT, stdout=log,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / "serve.log", "w") as log:
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sesa_graph.cli",
+                "policy",
+                "serve",
+                "--model",
+                "embedded",
+                "--port",
+                str(port),
+                "--kv-cache-gib",
+                "1",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.time() + 300
         while "serving 'embedded'" not in (tmp_path / "serve.log").read_text():

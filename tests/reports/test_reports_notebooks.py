@@ -19,12 +19,24 @@ def _execute(path: Path, run_dir: Path, eval_dir: Path, monkeypatch) -> list[str
     monkeypatch.setenv("SESA_EVAL_DIR", str(eval_dir))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    return [mime for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) for mime in o.get("data", {})]
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    return [
+        mime
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        for mime in o.get("data", {})
+    ]
 
 
 def test_the_three_notebooks_exist():
-    assert {p.name for p in NOTEBOOKS} >= {"trace_failures.ipynb", "skill_bank.ipynb", "training_curves.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {
+        "trace_failures.ipynb",
+        "skill_bank.ipynb",
+        "training_curves.ipynb",
+    }
 
 
 @pytest.mark.timeout(180)

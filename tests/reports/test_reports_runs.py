@@ -55,7 +55,9 @@ def test_metrics_lines_torn_and_repeated(tmp_path, dirs):
     shutil.copytree(dirs["run"], run_dir)
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     again = json.loads(lines[-1]) | {"seconds": 99.0}  # a resumed step writes its line again: the last wins
-    text = "\n".join(lines + [json.dumps(again), json.dumps({"final_consolidation": {"version": 3}}), '{"step": 4, "it'])
+    text = "\n".join(
+        lines + [json.dumps(again), json.dumps({"final_consolidation": {"version": 3}}), '{"step": 4, "it']
+    )
     (run_dir / "metrics.jsonl").write_text(text)
     run = runs.open_run(run_dir)
     m = run.metrics()
@@ -111,25 +113,34 @@ def test_failure_taxonomy(dirs):
     assert bool(retrieved["solver/0/0-0/1"])
     assert not retrieved["solver/1/1-0/0"]
     table = runs.failure_table(df)
-    assert dict(zip(table["outcome"], table["n"])) == {"correct": 5, "malformed": 2, "max_turns": 1, "search_error": 1,
-                                                      "wrong_gold_retrieved": 2, "wrong_gold_not_retrieved": 1}
+    assert dict(zip(table["outcome"], table["n"])) == {
+        "correct": 5,
+        "malformed": 2,
+        "max_turns": 1,
+        "search_error": 1,
+        "wrong_gold_retrieved": 2,
+        "wrong_gold_not_retrieved": 1,
+    }
     assert table["share"].sum() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("filters, expect", [
-    ({"role": "proposer"}, 8),                       # 2 per committed step
-    ({"role": "solver", "status": "answered"}, 8),
-    ({"role": "solver", "status": ["max_turns", "malformed"]}, 3),
-    ({"role": "solver", "correct": True}, 5),
-    ({"role": "solver", "correct": False}, 7),
-    ({"min_reward": 0.5}, 9),                        # 5 correct solver rollouts + 4 valid proposals (0.5)
-    ({"max_reward": -0.5}, 4),                       # the invalid proposals
-    ({"skill": "d2-abc"}, 2),                        # the distilled skill was in the prompt at step 3 only
-    ({"role": "solver", "guided": False}, 4),        # sample 2 of each group had no skills
-    ({"failure": "wrong_gold_retrieved"}, 2),
-    ({"step": [2, 3], "role": "solver"}, 6),
-    ({"dataset": "selfplay", "role": "solver"}, 12),
-])
+@pytest.mark.parametrize(
+    "filters, expect",
+    [
+        ({"role": "proposer"}, 8),  # 2 per committed step
+        ({"role": "solver", "status": "answered"}, 8),
+        ({"role": "solver", "status": ["max_turns", "malformed"]}, 3),
+        ({"role": "solver", "correct": True}, 5),
+        ({"role": "solver", "correct": False}, 7),
+        ({"min_reward": 0.5}, 9),  # 5 correct solver rollouts + 4 valid proposals (0.5)
+        ({"max_reward": -0.5}, 4),  # the invalid proposals
+        ({"skill": "d2-abc"}, 2),  # the distilled skill was in the prompt at step 3 only
+        ({"role": "solver", "guided": False}, 4),  # sample 2 of each group had no skills
+        ({"failure": "wrong_gold_retrieved"}, 2),
+        ({"step": [2, 3], "role": "solver"}, 6),
+        ({"dataset": "selfplay", "role": "solver"}, 12),
+    ],
+)
 def test_select(dirs, filters, expect):
     assert len(runs.open_run(dirs["run"]).rollouts(**filters)) == expect
 
@@ -191,7 +202,11 @@ def test_eval_off_on(dirs):
 def test_eval_pairs_and_skills(dirs):
     ev = runs.open_eval(dirs["eval"])
     p = ev.paired().set_index("question_id")
-    assert p.loc["a2", "change"] == "fixed" and p.loc["b1", "change"] == "broken" and p.loc["a1", "change"] == "same"
+    assert (
+        p.loc["a2", "change"] == "fixed"
+        and p.loc["b1", "change"] == "broken"
+        and p.loc["a1", "change"] == "same"
+    )
     fx = ev.skill_effects().set_index("skill_id")
     assert fx.loc["seed-bridge-entity", "fired"] == 5
     assert fx.loc["seed-bridge-entity", "helped"] == 1 and fx.loc["seed-bridge-entity", "hurt"] == 1
@@ -201,9 +216,20 @@ def test_eval_pairs_and_skills(dirs):
 
 def test_eval_searches_with_documents():
     """A record that keeps its documents gets the full taxonomy."""
-    rec = {"key": "d/q/on/greedy", "dataset": "d", "id": "q", "mode": "on", "golds": ["Paris"], "prediction": "Lyon",
-           "status": "answered", "correct": False, "score": 0.0,
-           "search_results": [{"query": "capital of France", "docs": [{"title": "France", "text": "Its capital is Paris."}]}]}
+    rec = {
+        "key": "d/q/on/greedy",
+        "dataset": "d",
+        "id": "q",
+        "mode": "on",
+        "golds": ["Paris"],
+        "prediction": "Lyon",
+        "status": "answered",
+        "correct": False,
+        "score": 0.0,
+        "search_results": [
+            {"query": "capital of France", "docs": [{"title": "France", "text": "Its capital is Paris."}]}
+        ],
+    }
     row = runs.Eval._row(rec)
     assert row["gold_retrieved"] is True and row["failure"] == "wrong_gold_retrieved"
     assert runs.eval_searches({"queries": ["a"]}) == [{"query": "a", "docs": None}]

@@ -23,12 +23,23 @@ def test_text_trace_has_every_part(dirs):
     tr = runs.open_run(dirs["run"]).trace("solver/3/3-0/1")
     text = tr.to_text()
     assert str(tr) == text
-    for part in ("solver/3/3-0/1", "step 3", "question: Who composed the opera based on the play <Salome>",
-                 "gold: Richard Strauss", "skills in the prompt (bank v1)", "d2-abc",
-                 "Search the adapted work's author",  # the skill text, from the snapshot it was retrieved from
-                 "(no longer in the bank)", "reasoning: I should look this up.", "search: Salome opera",
-                 "Salome (play): Salome is a tragedy", "★ gold", "answer: Oscar Wilde", "verdict: wrong",
-                 "wrong answer although a retrieved document contains the gold"):
+    for part in (
+        "solver/3/3-0/1",
+        "step 3",
+        "question: Who composed the opera based on the play <Salome>",
+        "gold: Richard Strauss",
+        "skills in the prompt (bank v1)",
+        "d2-abc",
+        "Search the adapted work's author",  # the skill text, from the snapshot it was retrieved from
+        "(no longer in the bank)",
+        "reasoning: I should look this up.",
+        "search: Salome opera",
+        "Salome (play): Salome is a tragedy",
+        "★ gold",
+        "answer: Oscar Wilde",
+        "verdict: wrong",
+        "wrong answer although a retrieved document contains the gold",
+    ):
         assert part in text, part
     assert text.index("turn 1 · search") < text.index("turn 2 · answer")
 
@@ -47,15 +58,25 @@ def test_other_endings(dirs):
     run = runs.open_run(dirs["run"])
     assert "no results: the search failed" in run.trace("solver/3/3-0/0").to_text()
     malformed = run.trace("solver/0/0-0/2").to_text()
-    assert "turn 1 · invalid (no_action) · cut at the token limit" in malformed and "raw: 'I think" in malformed
+    assert (
+        "turn 1 · invalid (no_action) · cut at the token limit" in malformed and "raw: 'I think" in malformed
+    )
     prop = run.trace("proposer/1/1-1/0").to_text()
-    assert "target: Vienna" in prop and "invalid question (spoiler)" in prop and "proposed question: Who is Vienna?" in prop
+    assert (
+        "target: Vienna" in prop
+        and "invalid question (spoiler)" in prop
+        and "proposed question: Who is Vienna?" in prop
+    )
 
 
 def test_eval_trace_parses_turn_text(dirs):
     ev = runs.open_eval(dirs["eval"])
     text = ev.trace("alpha/a2/on/greedy").to_text()
-    assert "turn 1 · search" in text and "search: composer of Salome" in text and "(documents not recorded)" in text
+    assert (
+        "turn 1 · search" in text
+        and "search: composer of Salome" in text
+        and "(documents not recorded)" in text
+    )
     assert "skills in the prompt (bank v2)" in text and "seed-bridge-entity" in text
     assert "verdict: correct" in text
     err = ev.trace("bamboogle/b2/off/greedy").to_text()
@@ -64,7 +85,12 @@ def test_eval_trace_parses_turn_text(dirs):
 
 def test_gold_spans():
     assert gold_spans("The Eiffel tower, eiffel Tower!", ["eiffel tower"]) == [
-        ("The ", False), ("Eiffel tower", True), (", ", False), ("eiffel Tower", True), ("!", False)]
+        ("The ", False),
+        ("Eiffel tower", True),
+        (", ", False),
+        ("eiffel Tower", True),
+        ("!", False),
+    ]
     assert gold_spans("party", ["art"]) == [("party", False)]  # whole words only
 
 

@@ -16,13 +16,25 @@ TINY = {
     # the production topology: a vLLM server per policy, reloaded in place after every step
     "solver_policy": {"model": "embedded", "backend": "vllm", "cpu_bind": "0-1"},
     "proposer_policy": {"model": "embedded", "backend": "vllm", "cpu_bind": "0"},
-    "solver": {"max_turns": 2, "max_tokens_per_turn": 24, "max_total_tokens": 192, "group_size": 2, "doc_chars": 100},
+    "solver": {
+        "max_turns": 2,
+        "max_tokens_per_turn": 24,
+        "max_total_tokens": 192,
+        "group_size": 2,
+        "doc_chars": 100,
+    },
     "proposer": {"max_turns": 2, "max_tokens_per_turn": 24, "rag_check": False},
     "judge": {"kind": "none"},
     "memory": {"mode": "static"},
-    "train": {"steps": 2, "targets_per_step": 2, "questions_per_step": 1, "max_completion_length": 192,
-              "micro_batch_size": 1,  # both trainers accumulate each step's batch over two passes
-              "reuse": "frontier", "resample_groups": 1},
+    "train": {
+        "steps": 2,
+        "targets_per_step": 2,
+        "questions_per_step": 1,
+        "max_completion_length": 192,
+        "micro_batch_size": 1,  # both trainers accumulate each step's batch over two passes
+        "reuse": "frontier",
+        "resample_groups": 1,
+    },
 }
 
 
@@ -32,8 +44,16 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))
     with open(tmp_path / "log.txt", "w") as log:
-        res = resume_trials.trial(tmp_path / "runs", cfg, "e2e", steps=3, max_delay_s=5, seed=0, log=log,
-                                  victims=("server", "orchestrator"))
+        res = resume_trials.trial(
+            tmp_path / "runs",
+            cfg,
+            "e2e",
+            steps=3,
+            max_delay_s=5,
+            seed=0,
+            log=log,
+            victims=("server", "orchestrator"),
+        )
     log_text = (tmp_path / "log.txt").read_text()
     assert res["problems"] == [], (res, log_text[-3000:])
     assert "vLLM server for embedded" in log_text and "exited with code" in log_text  # the crash was named
@@ -42,11 +62,17 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
 
     solver = TrajectoryStore(run).read_all("solver")
     assert len(solver[solver["selected"]]) == 3 * 2  # questions x group per step, each step once
-    metrics = {m["step"]: m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in m}
+    metrics = {
+        m["step"]: m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in m
+    }
     for step, m in metrics.items():  # a step short of groups with reward variance ran one more group
-        assert solver[solver["step"] == step]["group_id"].nunique() == m["valid_proposals"] + m["reused_groups"], m
+        assert (
+            solver[solver["step"] == step]["group_id"].nunique() == m["valid_proposals"] + m["reused_groups"]
+        ), m
         assert m["batch_frontier_groups"] == 1 or m.get("resampled_groups") == 1, m
-    assert any(m.get("resampled_groups") for m in metrics.values())  # the untrained 135M rarely splits a group
+    assert any(
+        m.get("resampled_groups") for m in metrics.values()
+    )  # the untrained 135M rarely splits a group
     assert (run / "summary.json").exists()
     assert not (run / "sync" / "weights").exists()  # a finished run keeps only policies/ and checkpoints/
     for step, m in metrics.items():  # each step after the first ran on the weights its trainers published
@@ -65,10 +91,18 @@ def test_sigterm_stops_the_trainers_too(tmp_path):
     cfg.write_text(yaml.safe_dump(TINY))
     run_dir = tmp_path / "runs" / "term"
     with open(tmp_path / "log.txt", "w") as log:
-        p = resume_trials._train(["-c", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--name", "term"], stdout=log)
+        p = resume_trials._train(
+            ["-c", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--name", "term"], stdout=log
+        )
         deadline = time.time() + 300
-        while (len(resume_trials.trainers_alive(run_dir)) < 2 or len(owned_processes(str(run_dir.resolve()))) < 2) \
-                and time.time() < deadline and p.poll() is None:
+        while (
+            (
+                len(resume_trials.trainers_alive(run_dir)) < 2
+                or len(owned_processes(str(run_dir.resolve()))) < 2
+            )
+            and time.time() < deadline
+            and p.poll() is None
+        ):
             time.sleep(0.5)
         assert resume_trials.trainers_alive(run_dir), (tmp_path / "log.txt").read_text()[-2000:]
         time.sleep(5)  # the servers are loading their models

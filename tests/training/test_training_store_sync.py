@@ -14,10 +14,20 @@ from training.trainer import batch_shape, micro_batches, passthrough_reward, row
 
 
 def traj(group="g", sample=0, reward=0.0, status="answered", reused=False, role="solver", n=3):
-    return Trajectory(role=role, question_id="q", group_id=group, sample=sample, prompt_ids=[1, 2],
-                      completion_ids=list(range(n)), env_mask=[1, 0, 1][:n] + [1] * max(0, n - 3),
-                      logprobs=[-0.1] * n, status=status, reward=reward, reused=reused,
-                      trainable=status != "search_error")
+    return Trajectory(
+        role=role,
+        question_id="q",
+        group_id=group,
+        sample=sample,
+        prompt_ids=[1, 2],
+        completion_ids=list(range(n)),
+        env_mask=[1, 0, 1][:n] + [1] * max(0, n - 3),
+        logprobs=[-0.1] * n,
+        status=status,
+        reward=reward,
+        reused=reused,
+        trainable=status != "search_error",
+    )
 
 
 def test_store_round_trip_and_atomicity(tmp_path):
@@ -61,17 +71,26 @@ def test_select_groups_prefers_fresh_complete_groups():
 def test_select_groups_can_prefer_groups_with_reward_variance():
     flat = [traj("flat", i, reward=0.0) for i in range(2)]  # fresh, but every rollout scored the same
     split = [traj("split", i, reward=float(i), reused=True) for i in range(2)]
-    picked = lambda out: [t.group_id for t in out if t.selected]  # noqa: E731
+    picked = lambda out: [t.group_id for t in out if t.selected]
     assert picked(_select_groups(split + flat, questions=1, group_size=2)) == ["flat", "flat"]
-    assert picked(_select_groups(split + flat, questions=1, group_size=2, prefer_variance=True)) == ["split", "split"]
-    assert picked(_select_groups(flat + split[:1], questions=1, group_size=2, prefer_variance=True)) == ["flat", "flat"]
+    assert picked(_select_groups(split + flat, questions=1, group_size=2, prefer_variance=True)) == [
+        "split",
+        "split",
+    ]
+    assert picked(_select_groups(flat + split[:1], questions=1, group_size=2, prefer_variance=True)) == [
+        "flat",
+        "flat",
+    ]
 
 
 def test_batch_shapes():
     from sesa_graph.config import load_config
 
     cfg = load_config()
-    assert batch_shape(cfg, "solver") == (cfg.train.questions_per_step * cfg.solver.group_size, cfg.solver.group_size)
+    assert batch_shape(cfg, "solver") == (
+        cfg.train.questions_per_step * cfg.solver.group_size,
+        cfg.solver.group_size,
+    )
     assert batch_shape(cfg, "proposer") == (cfg.train.targets_per_step, cfg.train.targets_per_step)
     assert passthrough_reward(["p"] * 2, ["a", "b"], reward=[0.5, -1]) == [0.5, -1.0]
 

@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from training.warmup import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir  # noqa: E402
+from training.warmup import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir
 
 
 @pytest.fixture
@@ -24,7 +24,10 @@ def home(tmp_path, monkeypatch):
     ("model", "dirname"),
     [
         ("embedded", EMBEDDED_WARM_DIRNAME),  # what resolve_policy_model("embedded-warm") reads
-        ("HuggingFaceTB/SmolLM2-360M-Instruct", "smollm2-360m-instruct-warm"),  # hub id: last part, lowercased
+        (
+            "HuggingFaceTB/SmolLM2-360M-Instruct",
+            "smollm2-360m-instruct-warm",
+        ),  # hub id: last part, lowercased
         ("/models/My Model/", "my-model-warm"),  # local directory: its name, slugged
     ],
 )
@@ -58,7 +61,9 @@ def test_tiny_sft_run_changes_weights_and_loads(home):
     from sesa_graph.embedded import embedded_model_dir, resolve_policy_model
     from sesa_graph.policy.local import LocalPolicy
 
-    out = run_warmup("embedded", examples=3, epochs=1, max_steps=2, grad_accum=1, threads=1, distiller_examples=0)
+    out = run_warmup(
+        "embedded", examples=3, epochs=1, max_steps=2, grad_accum=1, threads=1, distiller_examples=0
+    )
     assert out == home / "models" / EMBEDDED_WARM_DIRNAME and is_complete(out)
     assert not list(out.parent.glob("*.tmp-*"))  # the temporary directory was renamed into place
     summary = json.loads((out / "warmup.json").read_text())
@@ -83,8 +88,9 @@ def test_tiny_sft_run_changes_weights_and_loads(home):
     prompt = policy.encode_messages([{"role": "user", "content": "Question: What is the capital of France?"}])
     from sesa_graph.policy import GenerationRequest, SamplingParams
 
-    (res,) = policy.generate_sync([GenerationRequest(prompt_ids=prompt, sampling=SamplingParams(
-        max_tokens=8, temperature=0.0))])
+    (res,) = policy.generate_sync(
+        [GenerationRequest(prompt_ids=prompt, sampling=SamplingParams(max_tokens=8, temperature=0.0))]
+    )
     assert res.token_ids
 
     # a second call reuses the finished directory
@@ -103,14 +109,26 @@ def test_any_small_model_by_path(home, tmp_path):
 
     gguf = embedded_policy_gguf()
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=2, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        tie_word_embeddings=True,
+    )
     src = tmp_path / "Tiny-Llama"
     LlamaForCausalLM(cfg).save_pretrained(src)
     tok.save_pretrained(src)
 
-    out = run_warmup(str(src), examples=2, epochs=1, max_steps=1, grad_accum=1, threads=1, distiller_examples=0)
+    out = run_warmup(
+        str(src), examples=2, epochs=1, max_steps=1, grad_accum=1, threads=1, distiller_examples=0
+    )
     assert out == home / "models" / "tiny-llama-warm" and is_complete(out)
     summary = json.loads((out / "warmup.json").read_text())
     assert summary["base_model"] == str(src) and summary["steps"] == 1

@@ -12,16 +12,16 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from graphs.propose import proposer_messages  # noqa: E402
-from graphs.solve import solver_messages  # noqa: E402
-from sesa_graph import prompts, protocol  # noqa: E402
-from sesa_graph.config import ProposerConfig, SolverConfig  # noqa: E402
-from sesa_graph.nodes.agent_loop import RolloutContext, initial_state, run_search, solver_spec  # noqa: E402
-from sesa_graph.nodes.proposer import static_checks  # noqa: E402
-from sesa_graph.scoring import contains_answer, normalize_answer  # noqa: E402
-from tools.bm25 import BM25Backend  # noqa: E402
-from tools.corpus import Doc  # noqa: E402
-from training.warmup_data import (  # noqa: E402
+from graphs.propose import proposer_messages
+from graphs.solve import solver_messages
+from sesa_graph import prompts, protocol
+from sesa_graph.config import ProposerConfig, SolverConfig
+from sesa_graph.nodes.agent_loop import RolloutContext, initial_state, run_search, solver_spec
+from sesa_graph.nodes.proposer import static_checks
+from sesa_graph.scoring import contains_answer, normalize_answer
+from tools.bm25 import BM25Backend
+from tools.corpus import Doc
+from training.warmup_data import (
     DEFAULT_MIX,
     PROPOSER_KINDS,
     Article,
@@ -137,8 +137,13 @@ def test_proposer_questions_never_contain_the_target(examples):
         assert f" {normalize_answer(ex.target)} " not in f" {normalize_answer(ex.final)} "
         if ex.hops >= 2:
             assert len({normalize_answer(q) for q in ex.queries}) >= 2
-        state = {"status": "answered", "final": ex.final, "target": ex.target, "hops": ex.hops,
-                 "searches": ex.searches}
+        state = {
+            "status": "answered",
+            "final": ex.final,
+            "target": ex.target,
+            "hops": ex.hops,
+            "searches": ex.searches,
+        }
         assert static_checks(state, ProposerConfig()) is None
         assert ex.sources[0] == ex.target or ex.sources[0].startswith(ex.target)
 
@@ -165,9 +170,12 @@ async def test_observation_is_what_the_agent_loop_injects(backend):
 
     spec = solver_spec(SolverConfig())
     ctx = RolloutContext(policy=FakePolicy(), search=backend, spec=spec)  # type: ignore[arg-type]
-    state = {**initial_state([1, 2, 3]), "n_turns": 1,
-             "turns": [{"text": "", "kind": "search", "content": "Eiffel Tower", "think": "", "reason": None}]}
-    update, route = await run_search(state, ctx)
+    state = {
+        **initial_state([1, 2, 3]),
+        "n_turns": 1,
+        "turns": [{"text": "", "kind": "search", "content": "Eiffel Tower", "think": "", "reason": None}],
+    }
+    _update, route = await run_search(state, ctx)
     (docs,) = backend.search(["Eiffel Tower"], spec.search_k)
     assert route == "agent"
     assert injected[-1] == observation(docs, spec.doc_chars)[1]  # earlier calls only measured the budget
@@ -186,8 +194,8 @@ def test_masks_cover_exactly_the_policy_tokens(examples, tokenizer):
         pos = len(prompt)
         for text, part in ex.segments:  # each piece tokenized alone, as the agent loop does
             seg = text_ids(tokenizer, text)
-            assert ids[pos: pos + len(seg)] == seg
-            assert mask[pos: pos + len(seg)] == [int(part == "turn")] * len(seg)
+            assert ids[pos : pos + len(seg)] == seg
+            assert mask[pos : pos + len(seg)] == [int(part == "turn")] * len(seg)
             pos += len(seg)
         assert ids[pos:] == [eot] and mask[pos:] == [1]
         trained_text = tokenizer.decode([i for i, m in zip(ids, mask) if m])
@@ -198,18 +206,49 @@ def test_masks_cover_exactly_the_policy_tokens(examples, tokenizer):
 # --------------------------------------------------------------------------- small, hand-made corpus
 
 ARTICLES = [
-    Article("Don Giovanni", "Don Giovanni is an opera in two acts with music by Wolfgang Amadeus Mozart and "
-            "an Italian libretto by Lorenzo Da Ponte.", "1787 opera by Wolfgang Amadeus Mozart", "Arts"),
-    Article("Wolfgang Amadeus Mozart", "Wolfgang Amadeus Mozart was an Austrian composer of the Classical period.",
-            "Austrian court musician (1756–1791)", "People"),
-    Article("Vienna", "Vienna is the capital and most populous city of Austria.", "Capital of Austria", "Geography"),
-    Article("Austria", "Austria is a landlocked country in Central Europe.", "Country in Central Europe", "Geography"),
-    Article("Salzburg", "Salzburg is the fourth-largest city in Austria, on the Salzach river.",
-            "City in Austria", "Geography"),
-    Article("Ludwig van Beethoven", "Ludwig van Beethoven was a German composer and pianist.",
-            "German composer (1770–1827)", "People"),
-    Article("Antonio Salieri", "Antonio Salieri was an Italian court musician and teacher.",
-            "Italian composer (1750–1825)", "People"),
+    Article(
+        "Don Giovanni",
+        "Don Giovanni is an opera in two acts with music by Wolfgang Amadeus Mozart and "
+        "an Italian libretto by Lorenzo Da Ponte.",
+        "1787 opera by Wolfgang Amadeus Mozart",
+        "Arts",
+    ),
+    Article(
+        "Wolfgang Amadeus Mozart",
+        "Wolfgang Amadeus Mozart was an Austrian composer of the Classical period.",
+        "Austrian court musician (1756–1791)",
+        "People",
+    ),
+    Article(
+        "Vienna",
+        "Vienna is the capital and most populous city of Austria.",
+        "Capital of Austria",
+        "Geography",
+    ),
+    Article(
+        "Austria",
+        "Austria is a landlocked country in Central Europe.",
+        "Country in Central Europe",
+        "Geography",
+    ),
+    Article(
+        "Salzburg",
+        "Salzburg is the fourth-largest city in Austria, on the Salzach river.",
+        "City in Austria",
+        "Geography",
+    ),
+    Article(
+        "Ludwig van Beethoven",
+        "Ludwig van Beethoven was a German composer and pianist.",
+        "German composer (1770–1827)",
+        "People",
+    ),
+    Article(
+        "Antonio Salieri",
+        "Antonio Salieri was an Italian court musician and teacher.",
+        "Italian composer (1750–1825)",
+        "People",
+    ),
 ]
 
 
@@ -222,7 +261,9 @@ def small():
 def test_bridge_fact_two_hops(small):
     ex = small.bridge_fact_2(ARTICLES[0])
     assert ex is not None
-    assert ex.messages[-1]["content"] == "Question: What nationality was the person who composed Don Giovanni?"
+    assert (
+        ex.messages[-1]["content"] == "Question: What nationality was the person who composed Don Giovanni?"
+    )
     assert ex.queries == ["Don Giovanni", "Wolfgang Amadeus Mozart"]
     assert ex.final == "Austrian"
 
@@ -231,7 +272,8 @@ def test_bridge_hides_the_entity_behind_its_clue(small):
     ex = small.bridge_title_2(ARTICLES[2])  # Vienna -> Austria
     assert ex is not None
     assert ex.messages[-1]["content"] == (
-        "Question: What is the capital and most populous city of a landlocked country in Central Europe?")
+        "Question: What is the capital and most populous city of a landlocked country in Central Europe?"
+    )
     assert ex.queries[0] == "landlocked country in Central Europe" and ex.sources == ["Austria", "Vienna"]
     assert ex.final == "Vienna"
 
@@ -283,8 +325,20 @@ def test_giveup_answers_after_two_different_misses(small):
 
 def test_ungrounded_examples_are_dropped(small):
     # the query does not retrieve the article -> None, never an ungrounded example
-    assert small._build("solver", "x", 1, [], [("t", "Salzach Danube Rhine", "Don Giovanni")], "t", "answer",
-                        "Don Giovanni", "Don Giovanni") is None
+    assert (
+        small._build(
+            "solver",
+            "x",
+            1,
+            [],
+            [("t", "Salzach Danube Rhine", "Don Giovanni")],
+            "t",
+            "answer",
+            "Don Giovanni",
+            "Don Giovanni",
+        )
+        is None
+    )
 
 
 def test_clause_and_clue_parsing():
@@ -292,7 +346,10 @@ def test_clause_and_clue_parsing():
     c = first_clause(a, 400)
     assert (c.verb, c.det, c.predicate) == ("is", "the", "capital and largest city of Kuwait")
     assert first_clause(Article("X", "Something else entirely is a thing.", ""), 400) is None  # other subject
-    assert clue("landlocked country in Central Europe, bordered by Germany") == "landlocked country in Central Europe"
+    assert (
+        clue("landlocked country in Central Europe, bordered by Germany")
+        == "landlocked country in Central Europe"
+    )
     assert clue("country in the") is None  # ends on a function word
     assert clue("one two three four five six seven eight nine ten eleven") is None  # too long
 

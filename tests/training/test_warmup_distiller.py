@@ -139,8 +139,10 @@ def test_every_grammar_cell_can_produce_a_passing_skill():
             seen_modes.add(mode)
             text, _ = skill_json(qtype, mode, rng)
             fields = parse_skill_output(text)
-            failure = PendingFailure(key="k", record=FailureRecord(question=question, golds=[gold],
-                                                                  answer=answer, searches=searches))
+            failure = PendingFailure(
+                key="k",
+                record=FailureRecord(question=question, golds=[gold], answer=answer, searches=searches),
+            )
             reason = check_candidate(fields, failure, config, step=1)[1]
             assert reason in (None, "copies_entities"), (qtype, mode, reason, text)
         assert "copied" in seen_modes and len(seen_modes) >= 2, (qtype, seen_modes)
