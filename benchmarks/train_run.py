@@ -57,7 +57,9 @@ def main() -> None:
     args = ap.parse_args()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.time()
-    p = subprocess.Popen([sys.executable, "-m", "sesa_graph.cli", "train", *args.train_args], cwd=ROOT, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sesa_graph.cli", "train", *args.train_args], cwd=ROOT, env=env
+    )
     peak, peak_at, peak_procs = 0, 0.0, {}
     while p.poll() is None:
         procs = tree_rss(p.pid)

@@ -1,43 +1,48 @@
 #!/usr/bin/env bash
-# GPU launcher: starts one `vllm serve` per policy (TRL server mode, NCCL weight transfer), waits until
-# each is healthy, then runs `sesa train` (which starts the two accelerate trainers and the orchestrator).
-# Every process is stopped when this script exits, on success or failure.
+# OPTIONAL, UNTESTED: TRL server mode with NCCL weight transfer instead of the default in-place reload.
+# The default on every machine is `sesa train -c CONFIG`, which starts the two vLLM servers itself and reloads
+# each trainer's published weights into them (the path CI tests on CPU). This script is for measuring NCCL
+# transfer on GPUs: it starts one `vllm serve`-equivalent per policy with the NCCL weight-transfer backend on
+# 127.0.0.1, waits until each is healthy, then runs `sesa train` with the policies pointed at them
+# (backend openai, train.use_vllm=true). Every process is stopped when this script exits.
 #   bash scripts/launch_gpu.sh configs/qwen3-4b-8xa100.yaml
 # Needs: pip install -e '.[gpu]' (vllm 0.31.0), a retrieval server for search (sesa search serve ...).
 set -euo pipefail
 CONFIG=${1:?usage: launch_gpu.sh CONFIG.yaml}
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-read -r SOLVER_MODEL SOLVER_URL PROPOSER_MODEL PROPOSER_URL SOLVER_GPU PROPOSER_GPU < <($PY - "$CONFIG" <<'PYEOF'
+read -r SOLVER_MODEL PROPOSER_MODEL SOLVER_GPU PROPOSER_GPU < <($PY - "$CONFIG" <<'PYEOF'
 import sys
 from sesa_graph.config import load_config
 c = load_config(sys.argv[1])
 gpu = {"solver": "0", "proposer": "1", **c.train.vllm_gpus}
-print(c.solver_policy.model, c.solver_policy.base_url, c.proposer_policy.model, c.proposer_policy.base_url,
-      gpu["solver"], gpu["proposer"])
+print(c.solver_policy.model, c.proposer_policy.model, gpu["solver"], gpu["proposer"])
 PYEOF
 )
+SOLVER_PORT=${SOLVER_PORT:-8000}
+PROPOSER_PORT=${PROPOSER_PORT:-8001}
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done; wait || true; }
 trap cleanup EXIT INT TERM
-serve() {  # model url gpus log
-  local port=${2##*:}; port=${port%%/*}
-  CUDA_VISIBLE_DEVICES=$3 VLLM_SERVER_DEV_MODE=1 setsid .venv/bin/vllm serve "$1" --port "$port" \
-    --weight-transfer-config '{"backend":"nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1 \
-    --gpu-memory-utilization "${VLLM_MEM:-0.85}" >"$4" 2>&1 &
+serve() {  # model port gpus log
+  # dev-mode endpoints replace weights: loopback only
+  CUDA_VISIBLE_DEVICES=$3 VLLM_SERVER_DEV_MODE=1 setsid $PY -m vllm.entrypoints.openai.api_server --model "$1" \
+    --served-model-name "$1" --host 127.0.0.1 --port "$2" --weight-transfer-config '{"backend":"nccl"}' \
+    --logprobs-mode processed_logprobs --max-logprobs -1 --gpu-memory-utilization "${VLLM_MEM:-0.85}" >"$4" 2>&1 &
   PIDS+=($!)
 }
 mkdir -p runs/logs
-serve "$SOLVER_MODEL" "$SOLVER_URL" "$SOLVER_GPU" runs/logs/vllm-solver.log
-serve "$PROPOSER_MODEL" "$PROPOSER_URL" "$PROPOSER_GPU" runs/logs/vllm-proposer.log
-for url in "$SOLVER_URL" "$PROPOSER_URL"; do
-  base=${url%/v1}
+serve "$SOLVER_MODEL" "$SOLVER_PORT" "$SOLVER_GPU" runs/logs/vllm-solver.log
+serve "$PROPOSER_MODEL" "$PROPOSER_PORT" "$PROPOSER_GPU" runs/logs/vllm-proposer.log
+for port in "$SOLVER_PORT" "$PROPOSER_PORT"; do
   for i in $(seq 1 600); do
-    curl -sf "$base/health" >/dev/null && break
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "vllm serve died; see runs/logs/"; tail -20 runs/logs/vllm-*.log; exit 1; }; done
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "a vLLM server died; see runs/logs/"; tail -20 runs/logs/vllm-*.log; exit 1; }; done
     sleep 2
   done
-  curl -sf "$base/health" >/dev/null || { echo "vllm at $base not healthy after 20 min"; exit 1; }
-  echo "vllm at $base is healthy"
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "vLLM on port $port not healthy after 20 min"; exit 1; }
+  echo "vLLM on port $port is healthy"
 done
-.venv/bin/sesa train -c "$CONFIG"
+.venv/bin/sesa train -c "$CONFIG" --set train.use_vllm=true \
+  --set solver_policy.backend=openai --set "solver_policy.base_url=http://127.0.0.1:$SOLVER_PORT/v1" \
+  --set proposer_policy.backend=openai --set "proposer_policy.base_url=http://127.0.0.1:$PROPOSER_PORT/v1"

