@@ -66,7 +66,6 @@ def server_spec(
         enforce_eager=cfg.enforce_eager,
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         startup_timeout_s=cfg.startup_timeout_s,
-        cpu=not cfg.device.startswith("cuda"),
         extra_args=list(cfg.server_args),
         log_path=log_path,
         owner=owner,

