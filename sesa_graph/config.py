@@ -323,8 +323,9 @@ class TrainConfig(Strict):
     gradient_checkpointing: bool = Field(
         False,
         description="Recompute each layer's activations in the backward pass instead of keeping them "
-        "(transformers' gradient checkpointing). For SmolLM2-135M, 2 x 1300 tokens a pass, on 2 CPU threads: "
-        "peak 10.1 -> 7.0 GB for 10% more time a pass (a script in the closing note of issue 14).",
+        "(transformers' gradient checkpointing). For SmolLM2-135M alone, 2 x 1300 tokens a pass, 2 CPU threads: "
+        "peak 10.1 -> 7.0 GB for 10% more time a pass; in the default run it did not lower the trainers' peak, "
+        "which the loss's vocabulary-sized tensors set (micro_batch_size does).",
     )
     trainer_threads: int = Field(
         1,
