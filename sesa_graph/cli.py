@@ -101,9 +101,7 @@ def policy_serve(
     Point rollouts at it with `sesa rollout --base-url http://127.0.0.1:PORT/v1` or a config's
     `backend: openai, base_url: ...`.
     """
-    if engine not in ("vllm", "local"):
-        raise typer.BadParameter(f"--engine must be vllm or local, got {engine!r}")
-    if engine == "local":
+    if _engine(engine) == "local":
         from sesa_graph.policy.local import LocalPolicy
         from sesa_graph.policy.serve import build_app
         from tools.server import serve_app

@@ -107,10 +107,7 @@ class Orchestrator:
             v = self.sync.weights_version(role)
             if v is not None and v != self.versions[role] and hasattr(policy, "reload"):
                 t0 = time.perf_counter()
-                if getattr(policy, "engine", "local") == "vllm":
-                    policy.reload(self.sync.weights_dir(role), version=v)
-                else:
-                    policy.reload(self.sync.weights_dir(role))
+                policy.reload(self.sync.weights_dir(role))  # a vLLM server must then report version v
                 self.versions[role] = v
                 seconds[role] = round(time.perf_counter() - t0, 3)
         return seconds

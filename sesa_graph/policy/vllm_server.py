@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.openai_client import OpenAIPolicy
@@ -83,18 +83,9 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
-def on_gpu() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return False
-
-
 class VLLMServer:
-    """One ``vllm`` OpenAI server process. Use as a context manager, or call :meth:`stop`; every server
-    still running when the interpreter exits is stopped, and each one gets SIGTERM if this process dies."""
+    """One ``vllm`` OpenAI server process. :meth:`stop` stops it; so does the interpreter's exit, and it
+    gets SIGTERM if this process dies."""
 
     def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
@@ -104,7 +95,6 @@ class VLLMServer:
         self.root_url = f"http://{host}:{self.port}"
         self.base_url = f"{self.root_url}/v1"
         self.log_path = spec.log_path or Path(tempfile.mkdtemp(prefix="sesa-vllm-")) / "server.log"
-        self.version: int | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def command(self) -> list[str]:
@@ -255,12 +245,6 @@ class VLLMServer:
         except ProcessLookupError:
             pass
 
-    def __enter__(self) -> Self:
-        return self if self.proc is not None else self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # ---- weights ------------------------------------------------------------------------------------
     def reload(
         self, weights_dir: str | Path, version: int | None = None, timeout_s: float = 300.0
@@ -317,7 +301,6 @@ class VLLMServer:
                 and not _close(got["lm_head"], got["embed"])
             ):
                 raise WeightSyncError(f"{self.root_url}: the tied LM head still holds the old weights")
-        self.version = version
         info = {"version": version, "seconds": round(time.perf_counter() - t0, 3)}
         log.info("%s now serves %s version %s (%.2fs)", self.root_url, weights_dir, version, info["seconds"])
         return info
@@ -411,8 +394,6 @@ atexit.register(stop_all)
 class ServedPolicy(OpenAIPolicy):
     """An :class:`OpenAIPolicy` on a server this process started: it can also reload weights and stop it."""
 
-    engine = "vllm"
-
     def __init__(
         self, server: VLLMServer, tokenizer: str, timeout_s: float = 120.0, retries: int = 4
     ) -> None:
@@ -439,9 +420,3 @@ class ServedPolicy(OpenAIPolicy):
 
     def close(self) -> None:
         self.server.stop()
-
-
-def raise_if_dead(*servers: VLLMServer) -> None:
-    for s in servers:
-        if (msg := s.dead()) is not None:
-            raise PolicyUnavailableError(msg)

@@ -25,11 +25,7 @@ class WeightReloadExtension:
         tied = _refresh_lm_head(self._sesa_model())
         version_file = Path(weights_path) / "VERSION"
         version = version_file.read_text().strip() if version_file.exists() else None
-        self._sesa_version = version
         return {"version": version, "tied_lm_head_refreshed": tied, "fingerprint": self.sesa_fingerprint()}
-
-    def sesa_version(self) -> str | None:
-        return getattr(self, "_sesa_version", None)
 
     def sesa_fingerprint(self) -> dict[str, float]:
         """Sums of the input embedding and of the weight the LM head multiplies with (float64)."""
