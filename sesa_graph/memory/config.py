@@ -50,6 +50,21 @@ class MemoryConfig(BaseModel):
         description="Longest skills block in the solver prompt, in characters (~300 tokens: three skills of "
         "max_skill_chars fit); skills that would overflow it are left out whole (see prompts.render_skills).",
     )
+    failure_source: Literal["frontier", "all"] = Field(
+        "frontier",
+        description="Which wrong rollouts enter the queue. 'frontier' ([paper]): only those of groups with "
+        "0 < p < 1 -- informative failures, where other rollouts of the same question succeeded and the "
+        "distiller can contrast them; 'all': every wrong, searched rollout, whatever its group's p.",
+    )
+    evidence_docs: int = Field(
+        4,
+        ge=0,
+        description="Documents the failing rollout retrieved that are kept with its queue record and shown to "
+        "the distiller (so it can say what the search missed); 0 keeps only the queries.",
+    )
+    evidence_chars: int = Field(
+        240, ge=20, description="Each kept evidence document is cut to this many characters."
+    )
     queue_cap: int = Field(
         300, ge=1, description="Most pending failures kept (paper: 300); the lowest priority is dropped."
     )
@@ -126,6 +141,11 @@ class MemoryConfig(BaseModel):
     seeds_file: Path | None = Field(
         None,
         description="YAML of permanent seed skills; None is the 15 shipped in sesa_graph/memory/seeds.yaml.",
+    )
+    use_seeds: bool = Field(
+        True,
+        description="Start a new bank with the seed skills. False with no priming_files is an empty bank: the "
+        "paper's 'w/o priming' row (`sesa train --no-priming`).",
     )
     priming_files: list[Path] = Field(
         default_factory=list,
