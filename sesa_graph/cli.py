@@ -6,6 +6,7 @@ Heavy imports (torch, transformers, the graphs, the trainers) happen inside each
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -46,15 +47,32 @@ def config_show(
     config: Path | None = typer.Option(
         None, "--config", "-c", help="YAML run config (default configs/tiny-cpu.yaml)."
     ),
+    origins: bool = typer.Option(
+        False,
+        "--origins",
+        help="One line per setting: its value, whether the file or the default set it, and, for values from "
+        "the paper or SSP, [paper]/[SSP] or the reference value and why this differs.",
+    ),
 ) -> None:
-    """Print the resolved run config (defaults filled in) as YAML."""
+    """Print the resolved run config (defaults filled in) as YAML, or with --origins where each value comes from."""
     import yaml
 
     from sesa_graph.config import DEFAULT_CONFIG, load_config
+    from sesa_graph.reference_values import UNSUPPORTED, flatten, origin
 
-    cfg = load_config(config)
-    console.print(f"# from {config or DEFAULT_CONFIG}; fields absent there are defaults")
-    console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    path = config or DEFAULT_CONFIG
+    cfg = load_config(path)
+    if not origins:
+        console.print(f"# from {path}; fields absent there are defaults")
+        console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return
+    given = flatten(yaml.safe_load(Path(path).read_text()) or {})
+    for key, value in flatten(cfg.model_dump(mode="json")).items():
+        by = "file" if key in given or any(k.startswith(key + ".") for k in given) else "default"
+        typer.echo(f"{key} = {json.dumps(value)}  # {by} {origin(key, value)}".rstrip())
+    typer.echo("# reference choices no setting expresses (deviations):")
+    for what, why in UNSUPPORTED.items():
+        typer.echo(f"#   {what}: {why}")
 
 
 ENGINE_HELP = (
@@ -182,11 +200,20 @@ def train(
     steps: int | None = typer.Option(None, help="Number of self-play steps."),
     bank: str | None = typer.Option(
         None,
-        help="Skill memory: on (SESA) | off (the SSP baseline) | static (no "
-        "distillation) | placebo (unrelated skills of the same length).",
+        help="Skill memory: on (SESA) | off (no bank; with --proposer-reward 1-p the SSP-style arm) | static "
+        "(seeds + priming, no distillation: the paper's 'w/o failure distillation') | placebo (unrelated skills "
+        "of the same length).",
     ),
-    no_priming: bool = typer.Option(False, "--no-priming", help="Start the bank from the seed skills only."),
-    proposer_reward: str | None = typer.Option(None, help="frontier | 1-p | intermediate."),
+    no_priming: bool = typer.Option(
+        False,
+        "--no-priming",
+        help="Start from an empty bank: no seed skills, no priming files (the paper's 'w/o priming').",
+    ),
+    proposer_reward: str | None = typer.Option(
+        None,
+        help="frontier (SESA) | 1-p (SSP's adversarial reward; the paper's 'w/o frontier shaping') | "
+        "intermediate (ours: 1 on the frontier, else 0).",
+    ),
     report_to: str | None = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
     engine: str | None = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
     set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
@@ -215,6 +242,7 @@ def train(
         ov["rewards.proposer"] = {"1-p": "one_minus_p"}.get(proposer_reward, proposer_reward)
     if no_priming:
         ov["memory.priming_files"] = []
+        ov["memory.use_seeds"] = False
     if engine is not None:
         ov.update({"solver_policy.backend": _engine(engine), "proposer_policy.backend": _engine(engine)})
     cfg = load_config(config, ov) if resume is None else None

@@ -68,12 +68,20 @@ def sample_targets(pool: list[Target], n: int, step: int, seed: int = 0) -> list
 
 
 def bootstrap_question(target: str, corpus: str = "embedded") -> str | None:
-    """A plain cloze question for ``target`` from its own article: used only to fill the solver batch when no
-    proposal has ever been valid (the first steps of an untrained proposer), and recorded as reused."""
+    """A plain cloze question for ``target`` from its own article in ``corpus`` (see :func:`cloze_question`)."""
     doc = _by_title(corpus).get(target)
-    if doc is None:
-        return None
-    first = re.split(r"(?<=[.!?])\s", doc.text.strip(), maxsplit=1)[0]
+    return None if doc is None else cloze_question(target, doc.text)
+
+
+def cloze_question(target: str, article: str) -> str | None:
+    """A plain cloze question for ``target`` from the first sentence of its own article: used only to fill
+    the solver batch when no proposal has ever been valid (the first steps of an untrained proposer), and
+    recorded as reused. None when the sentence does not name the target or is too short.
+
+    >>> cloze_question("Paris", "Paris is the capital and largest city of France. It has 2 million people.")
+    'What is described here: this is the capital and largest city of France.'
+    """
+    first = re.split(r"(?<=[.!?])\s", article.strip(), maxsplit=1)[0]
     masked = re.sub(re.escape(target), "this", first, flags=re.IGNORECASE)
     if masked == first or len(masked.split()) < 5:
         return None

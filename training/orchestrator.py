@@ -20,11 +20,14 @@ from typing import Any
 from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
+from sesa_graph.fsutil import write_jsonl_atomic
 from sesa_graph.memory.memory import SkillMemory
+from sesa_graph.memory.mining import failures_path
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, make_policies
-from sesa_graph.targets import bootstrap_question, load_pool, sample_targets
+from sesa_graph.scoring import normalize_answer
+from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
 from training.reuse import ReusePool
@@ -165,6 +168,9 @@ class Orchestrator:
         )
         self.store.write(step, "proposer", out.proposer)
         self.store.write(step, "solver", solver)
+        # every wrong rollout of the step, whatever the memory mode: `sesa bank mine` reads them (priming);
+        # one file per step, rewritten whole, so a step run again after a crash replaces its own records
+        write_jsonl_atomic(failures_path(self.run_dir, step), out.failures)
         report = self.memory.end_step(step, out.outcomes, out.failures) if cfg.memory.mode != "off" else None
         self.reuse.add(step, fresh)  # after the picks above, so a step never reuses its own questions
         self.reuse.record(
@@ -197,7 +203,9 @@ class Orchestrator:
             picks += boot
         if len(picks) < need and strict:
             raise RuntimeError(
-                "cannot fill the solver batch: no valid proposal yet and no bootstrap question"
+                f"step {step}: cannot fill the solver batch ({len(picks)} of {need} questions): no valid "
+                "proposal yet, and no pool target gave a bootstrap question (pool rows without "
+                "sys_question_example whose title the search backend does not return)"
             )
         return [
             {
@@ -210,9 +218,10 @@ class Orchestrator:
         ]
 
     def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
-        """Questions for the first steps of an untrained proposer: the warm-up's grounded solver questions
-        (their search retrieves the answer's article) on the embedded corpus, else cloze questions; none
-        of ``skip``."""
+        """Questions for the first steps of an untrained proposer, none of ``skip``: on the embedded corpus
+        the warm-up's grounded solver questions (their search retrieves the answer's article); on any other
+        corpus or search server, a pool row's example question (SSP pools carry one) or else a cloze of the
+        target's own article as the search backend returns it."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
             from training.warmup_data import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
 
@@ -234,19 +243,25 @@ class Orchestrator:
 
         rng = random.Random(f"bootstrap:{self.cfg.seed}:{step}")
         out = []
-        for _ in range(50 * n):
+        for t in rng.sample(self.pool, min(len(self.pool), 20 * n)):
             if len(out) == n:
                 break
-            t = rng.choice(self.pool)
-            q = (
-                bootstrap_question(t.answer, self.cfg.search.corpus)
-                if self.cfg.search.backend != "http"
-                else None
-            )
+            q = t.example or self._cloze(t.answer)
             if q and q not in skip:
                 skip = skip | {q}
-                out.append({"question": q, "target": t.answer, "hops": 1})
+                out.append({"question": q, "target": t.answer, "hops": 1 if not t.example else t.hops})
         return out
+
+    def _cloze(self, target: str) -> str | None:
+        """A cloze question from the target's own article, found through the search backend (so a retrieval
+        server works as well as a local index); None when its top hits hold no article of that title."""
+        try:
+            (docs,) = self.search.search([target], 3)
+        except Exception as exc:  # noqa: BLE001 - a failed lookup only skips this target
+            log.warning("bootstrap search for %r failed: %s", target, exc)
+            return None
+        doc = next((d for d in docs if normalize_answer(d.title) == normalize_answer(target)), None)
+        return cloze_question(target, doc.text) if doc is not None else None
 
     def _memory_metrics(self, report: Any) -> dict[str, Any]:
         if report is None:

@@ -176,6 +176,8 @@ class SkillBank:
             )
         encoder = encoder or _default_encoder(config)
         seeds_version = None
+        if seeds is None and not config.use_seeds:
+            seeds = []  # the paper's "w/o priming": the bank starts empty (or with priming files only)
         if seeds is None:
             seeds_version, seeds = load_seeds(config.seeds_file)
         priming_paths = [Path(p) for p in (config.priming_files if priming is None else priming)]

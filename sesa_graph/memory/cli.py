@@ -241,8 +241,13 @@ def mine_cmd(
     embedder: Annotated[
         str, typer.Option(help="Embedding model for deduplication (use the run's).")
     ] = "embedded",
+    keep: Annotated[
+        int | None,
+        typer.Option(help="Keep at most this many admitted skills, highest priority first (the paper: 142)."),
+    ] = None,
 ) -> None:
-    """Mine candidate skills from a run's failures, deduplicate them, and write a priming file."""
+    """Mine candidate skills from a run's failures (`sesa train` writes them to RUN/failures/), deduplicate
+    them against the seeds and each other, and write a priming file for `memory.priming_files`."""
     from sesa_graph.memory.config import MemoryConfig
     from sesa_graph.memory.mining import mine_run
     from tools.encoder import Encoder
@@ -260,6 +265,7 @@ def mine_cmd(
             MemoryConfig(embedder=embedder),
             max_failures=max_failures,
             against_files=against or [],
+            keep=keep,
         )
     except (OSError, ValueError) as exc:
         _fail(str(exc))

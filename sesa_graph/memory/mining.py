@@ -1,6 +1,7 @@
 """``sesa bank mine RUN``: candidate skills from the failures of an early (bootstrap) run -> a priming file.
 
-Reads ``RUN/failures.jsonl``, one failed solver rollout per line (the ``FailureRecord`` fields)::
+Reads ``RUN/failures/step-NNNNNN.jsonl`` (what ``sesa train`` writes each step, in every memory mode) or one
+JSONL file, one failed solver rollout per line (the ``FailureRecord`` fields)::
 
     {"question": "...", "answer": "..." | null, "golds": ["..."], "searches": ["q1", "q2"],
      "retrieved_skill_ids": ["seed-..."], "status": "answered", "correct": false, "step": 3,
@@ -28,23 +29,36 @@ from sesa_graph.memory.consolidation import ConsolidationResult, distill_pass
 from sesa_graph.memory.queue import FailureQueue, FailureRecord
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, write_skill_file
 
-FAILURES_FILE = "failures.jsonl"
+FAILURES_DIR = "failures"
+FAILURES_FILE = "failures.jsonl"  # a single file of records, e.g. gathered by hand
+
+
+def failures_path(run_dir: Path, step: int) -> Path:
+    """Where a training run keeps one step's failure records."""
+    return Path(run_dir) / FAILURES_DIR / f"step-{step:06d}.jsonl"
 
 
 def read_failures(path: str | Path) -> list[FailureRecord]:
-    """Failure records of a run directory (``failures.jsonl`` inside it) or of a JSONL file."""
+    """Failure records of a run directory (its per-step files, else a ``failures.jsonl`` in it) or of a
+    JSONL file."""
     path = Path(path)
-    file = path / FAILURES_FILE if path.is_dir() else path
-    if not file.is_file():
-        raise FileNotFoundError(f"no failure records at {file}")
+    if path.is_dir():
+        files = sorted((path / FAILURES_DIR).glob("step-*.jsonl")) or [path / FAILURES_FILE]
+    else:
+        files = [path]
+    if not files[0].is_file():
+        raise FileNotFoundError(
+            f"no failure records in {path} (expected {path / FAILURES_DIR}/step-*.jsonl, written by `sesa train`)"
+        )
     out = []
-    for n, row in enumerate(read_jsonl(file), 1):
-        try:
-            out.append(FailureRecord.model_validate(row))
-        except ValidationError as exc:
-            raise JsonlError(
-                f"{file}: record {n}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
-            ) from None
+    for file in files:
+        for n, row in enumerate(read_jsonl(file), 1):
+            try:
+                out.append(FailureRecord.model_validate(row))
+            except ValidationError as exc:
+                raise JsonlError(
+                    f"{file}: record {n}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+                ) from None
     return out
 
 
@@ -97,13 +111,18 @@ def mine_run(
     *,
     max_failures: int = 200,
     against_files: list[Path] | None = None,
+    keep: int | None = None,
 ) -> ConsolidationResult:
-    """``mine`` over ``run``'s failure records, writing the admitted skills to the priming file ``out``."""
+    """``mine`` over ``run``'s failure records, writing the admitted skills to the priming file ``out``;
+    ``keep`` caps how many (in priority order; the paper primes with 142 mined skills)."""
     config = config or MemoryConfig()
     against = load_seeds(config.seeds_file)[1]
     for f in against_files or []:
         against += load_skill_file(f)[1]
     res = mine(read_failures(run), distiller, encoder, config, max_failures=max_failures, against=against)
+    if keep is not None and len(res.admitted) > keep:
+        res.rejected["over_keep"] += len(res.admitted) - keep
+        res.admitted = res.admitted[:keep]
     write_skill_file(
         out,
         [s for s, _ in res.admitted],
