@@ -19,12 +19,12 @@ from sesa_graph.memory.skill import Skill
 
 
 def bank_dir(path: str | Path) -> Path:
-    """A bank directory, given it or a run directory holding ``memory/``."""
+    """A bank directory, given it or a run directory holding it (``bank/``, as `sesa train` writes, or ``memory/``)."""
     path = Path(path)
-    for cand in (path, path / "memory"):
+    for cand in (path, path / "bank", path / "memory"):
         if (cand / STATE).is_file():
             return cand
-    raise BankNotFoundError(f"no skill bank at {path} (expected {path / STATE} or {path / 'memory' / STATE})")
+    raise BankNotFoundError(f"no skill bank at {path} (expected {path / STATE} or {path / 'bank' / STATE})")
 
 
 def read_skills(path: str | Path) -> list[Skill]:
