@@ -115,3 +115,27 @@ def test_an_unset_distiller_credential_is_an_error_not_a_disabled_bank(tmp_path,
         ],
     )
     assert res.exit_code == 1 and "SESA_TEST_UNSET_KEY is not set" in res.output
+
+
+def test_mine_reads_the_per_step_files_sesa_train_writes_and_keeps_the_first_n(tmp_path):
+    from sesa_graph.fsutil import write_jsonl_atomic
+    from sesa_graph.memory.mining import failures_path
+
+    run = tmp_path / "boot"
+    write_jsonl_atomic(failures_path(run, 0), [failure(i) for i in range(6)])
+    write_jsonl_atomic(failures_path(run, 1), [failure(i) for i in range(6, 12)])
+    out = tmp_path / "priming.yaml"
+    args = ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller", "--keep", "3"]
+    res = runner.invoke(bank_app, args)
+    assert res.exit_code == 0, res.output
+    assert "distilled 12 failures" in res.output  # both steps' records were read
+    assert len(load_skill_file(out)[1]) == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(bank_app, ["mine", str(empty), "--distiller", "fakes:mining_distiller"])
+    assert res.exit_code == 1 and "written by `sesa train`" in res.output
+
+
+def test_a_bank_without_seeds_starts_empty(tmp_path, encoder):
+    bank = SkillBank.create(tmp_path / "bank", MemoryConfig(use_seeds=False), encoder)
+    assert bank.skills() == []

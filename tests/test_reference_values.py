@@ -1,0 +1,48 @@
+"""The paper's and SSP's values: the GPU configs follow them except the named deviations, and
+`sesa config show --origins` says which is which."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sesa_graph.cli import build_app
+from sesa_graph.config import load_config
+from sesa_graph.reference_values import DEVIATIONS, REFERENCES, flatten, origin
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["qwen3-4b-8xa100", "qwen3-4b-h200"])
+def test_gpu_configs_take_every_reference_value_but_the_named_deviations(name):
+    values = flatten(load_config(ROOT / "configs" / f"{name}.yaml").model_dump(mode="json"))
+    differ = {k: (values[k], ref.value) for k, ref in REFERENCES.items() if values[k] != ref.value}
+    assert set(differ) == set(DEVIATIONS), differ
+    for key in REFERENCES:  # and the file marks each of them where it sets it
+        text = (ROOT / "configs" / f"{name}.yaml").read_text()
+        leaf = key.rsplit(".", 1)[1]
+        lines = [ln for ln in text.splitlines() if ln.strip().startswith(f"{leaf}:")]
+        if lines:
+            assert any("[paper]" in ln or "[SSP]" in ln for ln in lines), (key, lines)
+
+
+def test_every_reference_key_is_a_config_field():
+    values = flatten(load_config(None).model_dump(mode="json"))
+    assert set(REFERENCES) <= set(values)
+
+
+def test_origin_marks_equal_and_deviating_values():
+    assert origin("solver.group_size", 5) == "[paper]"
+    assert origin("train.beta", 0.0).startswith("[SSP 0.01; deviation")
+    assert "frontier shaping" in origin("rewards.format_penalty", -1.0)
+    assert origin("solver.temperature", 0.7) == ""
+
+
+def test_config_show_origins_lists_sources_and_deviations():
+    res = CliRunner().invoke(
+        build_app(), ["config", "show", "--origins", "-c", str(ROOT / "configs" / "qwen3-4b-h200.yaml")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "train.beta = 0.01  # file [SSP]" in res.output
+    assert "memory.tombstone_ttl_steps = 200  # default" in res.output
+    assert "2 minibatch updates" in res.output
