@@ -8,6 +8,7 @@ the skill bank is the solver's alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,6 +33,10 @@ class ProposeContext(RolloutContext):
 
     checks: ProposerConfig | None = None
     judge: PolicyClient | None = None
+    """The RAG check's reader (a fixed model); None skips the check."""
+    distractor_queries: Sequence[str] = ()
+    """Queries unrelated to any one proposal (e.g. the target pool's answers) whose hits are the RAG check's
+    'random' distractors; empty: the question's own hits, as with source 'question'."""
 
 
 def proposer_messages(target: str, hops: int) -> list[dict[str, str]]:
@@ -68,7 +73,15 @@ async def search(
 
 async def check(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
     ctx = _ctx(runtime)
-    result = await validate(dict(state), ctx.checks or ProposerConfig(), ctx.judge, ctx.search, ctx.seed or 0)
+    result = await validate(
+        dict(state),
+        ctx.checks or ProposerConfig(),
+        ctx.judge,
+        ctx.search,
+        ctx.seed or 0,
+        doc_chars=ctx.spec.doc_chars,
+        distractor_queries=ctx.distractor_queries,
+    )
     return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
 
 

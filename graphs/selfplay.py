@@ -30,6 +30,7 @@ from graphs.solve import graph as solve_graph
 from graphs.solve import recursion_limit
 from sesa_graph import rewards
 from sesa_graph.config import RewardConfig
+from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.nodes.agent_loop import RolloutContext
 from sesa_graph.nodes.judge import Judge
 from sesa_graph.state import SelfPlayItem
@@ -159,7 +160,8 @@ class StepOutput:
     proposer: list[Trajectory]
     solver: list[Trajectory]
     failures: list[dict[str, Any]]
-    """Failed, well-formed solver rollouts that searched (for the skill memory's queue)."""
+    """Failed, well-formed solver rollouts that searched, with their evidence and group success rate (for
+    the skill memory's queue, which keeps the frontier ones)."""
     outcomes: list[tuple[list[str], bool, str]]
     """(retrieved skill ids, correct, status) per solver rollout (for the bank's counters)."""
     metrics: dict[str, Any]
@@ -183,7 +185,33 @@ async def run_step(
         config={"max_concurrency": max_concurrency, "recursion_limit": 50},
         context=ctx,
     )
-    return collect(items, finals, step, run, bank_version, policy_versions, ctx.judge)
+    # the skill memory's own settings say how much of a failure's evidence its distiller gets to see
+    mcfg = getattr(ctx.memory, "config", None)
+    mcfg = mcfg if isinstance(mcfg, MemoryConfig) else MemoryConfig()
+    return collect(
+        items,
+        finals,
+        step,
+        run,
+        bank_version,
+        policy_versions,
+        ctx.judge,
+        evidence_docs=mcfg.evidence_docs,
+        evidence_chars=mcfg.evidence_chars,
+    )
+
+
+def failure_evidence(searches: list[dict[str, Any]], docs: int, chars: int) -> list[dict[str, str]]:
+    """The first ``docs`` distinct documents a rollout retrieved, in order, text cut to ``chars``."""
+    out: dict[str, dict[str, str]] = {}
+    for s in searches:
+        for d in s.get("docs", []):
+            if len(out) >= docs:
+                return list(out.values())
+            key = d.get("id") or d.get("title", "")
+            if key not in out:
+                out[key] = {"title": d.get("title", ""), "text": d.get("text", "")[:chars]}
+    return list(out.values())
 
 
 def collect(
@@ -194,7 +222,12 @@ def collect(
     bank_version: int | None,
     policy_versions: tuple[int, int],
     judge: Judge,
+    evidence_docs: int = 4,
+    evidence_chars: int = 240,
 ) -> StepOutput:
+    """Trajectories, outcomes and failure records of a step's finished items. Every wrong, answered rollout
+    that searched is a failure record, with its group's success rate; the skill memory decides which of
+    them it queues (``MemoryConfig.failure_source``)."""
     proposer, solver, failures, outcomes = [], [], [], []
     reasons: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
@@ -264,6 +297,8 @@ def collect(
                         "correct": False,
                         "step": step,
                         "question_id": qid,
+                        "evidence": failure_evidence(t.searches, evidence_docs, evidence_chars),
+                        "group_success_rate": out["success_rate"],
                     }
                 )
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]

@@ -4,7 +4,8 @@
 # each trainer's published weights into them (the path CI tests on CPU). This script is for measuring NCCL
 # transfer on GPUs: it starts one `vllm serve`-equivalent per policy with the NCCL weight-transfer backend on
 # 127.0.0.1, waits until each is healthy, then runs `sesa train` with the policies pointed at them
-# (backend openai, train.use_vllm=true). Every process is stopped when this script exits.
+# (backend openai, train.use_vllm=true); `sesa train` itself starts the config's fixed judge/distiller/RAG-reader
+# server from `models:` (GPU 7 in the 8xA100 config). Every process is stopped when this script exits.
 #   bash scripts/launch_gpu.sh configs/qwen3-4b-8xa100.yaml
 # Needs: pip install -e '.[gpu]' (vllm 0.31.0), a retrieval server for search (sesa search serve ...).
 set -euo pipefail

@@ -175,14 +175,21 @@ DISTILLER_USER = """A search agent failed this question.
 Question: {question}
 Correct answer: {golds}
 Agent's answer: {answer}
-Agent's searches:
+{group}Agent's searches:
 {searches}
+What those searches returned:
+{evidence}
 Skills it was given, which did not help:
 {skills}
-What did those skills miss? Write one new skill that would have helped on questions like this one."""
+Compare what the searches returned with what the correct answer needed: which fact was missing or \
+misread, and which search would have found it? What did those skills miss? Write one new skill that \
+would have helped on questions like this one."""
 
+# Only shown when the group's rate is known: the distiller then knows the question was answerable.
+DISTILLER_GROUP = "Attempts at this question by the same agent: {solved:.0%} answered it right.\n"
 DISTILLER_NO_SKILLS = "(none)"
 DISTILLER_NO_ANSWER = "(no answer)"
+DISTILLER_NO_EVIDENCE = "(nothing kept)"
 
 
 def render_distiller_system(categories: Sequence[str]) -> str:
@@ -195,13 +202,23 @@ def render_distiller_user(
     answer: str | None,
     searches: Sequence[str],
     skills: Sequence[SkillText | tuple],
+    evidence: Sequence[tuple[str, str]] = (),
+    success_rate: float | None = None,
 ) -> str:
-    """One failure for the distiller; ``skills`` are the retrieved skills that did not help."""
+    """One failure for the distiller; ``skills`` are the retrieved skills that did not help, ``evidence``
+    the (title, text) of documents the failing rollout retrieved (already cut to length), ``success_rate``
+    the share of its group's rollouts that answered right."""
     shown = "\n".join(render_skill(i, s) for i, s in enumerate(skills, 1)) or DISTILLER_NO_SKILLS
+    docs = "\n".join(
+        f"[{i}] {escape(' '.join(title.split()))}: {escape(' '.join(text.split()))}"
+        for i, (title, text) in enumerate(evidence, 1)
+    )
     return DISTILLER_USER.format(
         question=escape(question),
         golds="; ".join(escape(g) for g in golds) or "?",
         answer=escape(answer) if answer else DISTILLER_NO_ANSWER,
+        group=DISTILLER_GROUP.format(solved=success_rate) if success_rate is not None else "",
         searches="\n".join(f"- {escape(q)}" for q in searches) or "- (none)",
+        evidence=docs or DISTILLER_NO_EVIDENCE,
         skills=shown,
     )

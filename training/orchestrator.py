@@ -25,7 +25,7 @@ from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
 from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.policy.base import PolicyUnavailableError
-from sesa_graph.policy.factory import make_judge, make_policies
+from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
@@ -54,19 +54,20 @@ class Orchestrator:
         self.sync = SyncDir(run_dir)
         self.search = make_backend(cfg.search)
         logs = self.run_dir / "logs"
-        self.solver_policy, self.proposer_policy = make_policies(
+        # the fixed models' vLLM servers start side by side with the policies' (each takes minutes on a CPU)
+        (self.solver_policy, self.proposer_policy), self.fixed = start_models(
             [
                 (cfg.solver_policy, None, logs / "solver-vllm.log"),
                 (cfg.proposer_policy, None, logs / "proposer-vllm.log"),
             ],
+            {name: cfg.models[name] for name in needed_models(cfg)},
             owner=str(self.run_dir.resolve()),
-            gpus=[cfg.train.vllm_gpus.get("solver"), cfg.train.vllm_gpus.get("proposer")],
+            policy_gpus=[cfg.train.vllm_gpus.get("solver"), cfg.train.vllm_gpus.get("proposer")],
+            log_dir=logs,
         )
-        servers = {
-            role: p.server.proc.pid
-            for role, p in (("solver", self.solver_policy), ("proposer", self.proposer_policy))
-            if getattr(p, "server", None) is not None
-        }
+        clients = [("solver", self.solver_policy), ("proposer", self.proposer_policy)]
+        clients += [(f"model:{name}", client) for name, client in self.fixed.items()]
+        servers = {role: p.server.proc.pid for role, p in clients if getattr(p, "server", None) is not None}
         (self.sync.root / "server_pids.json").write_text(json.dumps(servers))
         try:
             self._build(cfg, resume)
@@ -75,12 +76,31 @@ class Orchestrator:
             raise
 
     def _build(self, cfg: RunConfig, resume: bool) -> None:
-        self.judge = make_judge(cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model)
+        # judge, distiller and RAG reader are fixed models (or, warned, the solver policy), each rendered
+        # with its own chat-template arguments
+        self.judge = make_judge(
+            cfg.judge, self.solver_policy, tokenizer=cfg.solver_policy.train_model, models=self.fixed
+        )
+        distiller = None
+        if cfg.memory.mode == "on":
+            distiller = role_client(
+                "distiller",
+                cfg.distiller.endpoint,
+                cfg.distiller.chat_template_kwargs,
+                self.fixed,
+                self.solver_policy,
+                max_tokens=cfg.memory.distiller_max_tokens,
+                temperature=cfg.memory.distiller_temperature,
+            )
+        rag_reader = None
+        if cfg.proposer.rag_check:
+            ref = cfg.proposer.rag_reader
+            rag_reader = role_client(
+                "rag_reader", ref.endpoint, ref.chat_template_kwargs, self.fixed, self.solver_policy
+            )
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
-        self.memory = opener(
-            bank_dir, cfg.memory, distiller=self.solver_policy if cfg.memory.mode == "on" else None
-        )
+        self.memory = opener(bank_dir, cfg.memory, distiller=distiller)
         self.pool = load_pool(cfg.train.target_pool, cfg.train.max_hops, cfg.seed)
         self.reuse = ReusePool(self.run_dir / "reuse_pool.json")
         self.versions = {"proposer": 0, "solver": 0}
@@ -92,7 +112,7 @@ class Orchestrator:
                 proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars),
                 seed=cfg.seed,
                 checks=pc,
-                judge=self.solver_policy,
+                judge=rag_reader,
             ),
             solver=RolloutContext(self.solver_policy, self.search, solver_spec(cfg.solver), seed=None),
             judge=self.judge,
@@ -123,9 +143,9 @@ class Orchestrator:
         return None
 
     def close(self) -> None:
-        """Stop the servers this orchestrator started (idempotent)."""
-        for policy in (self.solver_policy, self.proposer_policy):
-            getattr(policy, "close", lambda: None)()
+        """Stop the servers this orchestrator started, the policies' and the fixed models' (idempotent)."""
+        for client in (self.solver_policy, self.proposer_policy, *self.fixed.values()):
+            getattr(client, "close", lambda: None)()
 
     # ---- one step -----------------------------------------------------------------------------------
     def run_step(self, step: int, timing: dict[str, Any] | None = None) -> StepSummary:

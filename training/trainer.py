@@ -88,6 +88,45 @@ def vllm_server_args(pcfg: Any, role: str) -> dict[str, Any]:
     }
 
 
+def grpo_config_kwargs(cfg: RunConfig, role: str, out_dir: Path) -> dict[str, Any]:
+    """The arguments of one role's TRL ``GRPOConfig`` (a function, so they can be checked without a trainer)."""
+    pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+    on_cpu = pcfg.device == "cpu"
+    batch, n_gen = batch_shape(cfg, role)
+    temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
+    per_pass, accumulation = micro_batches(batch, cfg.train.micro_batch_size)
+    tc = cfg.train
+    return dict(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=per_pass,
+        gradient_checkpointing=tc.gradient_checkpointing,
+        gradient_accumulation_steps=accumulation,
+        num_generations=n_gen,
+        max_steps=tc.steps,
+        learning_rate=tc.learning_rate,
+        lr_scheduler_type=tc.lr_scheduler,
+        warmup_steps=tc.warmup_steps,
+        beta=tc.beta,
+        loss_type=tc.loss_type,
+        # None leaves TRL's default (the upper clip bound equals the lower one)
+        **({"epsilon_high": tc.epsilon_high} if tc.epsilon_high is not None else {}),
+        max_completion_length=tc.max_completion_length,
+        temperature=max(temperature, 1e-3),
+        use_cpu=on_cpu,
+        bf16=False if on_cpu else pcfg.dtype == "bfloat16",
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=1,
+        logging_steps=1,
+        report_to=[] if tc.report_to == "none" else [tc.report_to],
+        seed=cfg.seed,
+        use_vllm=tc.use_vllm,
+        **(vllm_server_args(pcfg, role) if tc.use_vllm else {}),
+        shuffle_dataset=False,
+        disable_tqdm=True,
+    )
+
+
 def latest_checkpoint(out_dir: Path) -> str | None:
     """The newest complete checkpoint; newer incomplete ones are removed.
 
@@ -138,35 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_flush_denormal(True)
         keep_freed_memory()
     sync, store = SyncDir(args.run_dir), TrajectoryStore(args.run_dir)
-    batch, n_gen = batch_shape(cfg, role)
+    batch, _ = batch_shape(cfg, role)
     out_dir = args.run_dir / "checkpoints" / role
-    temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
-    per_pass, accumulation = micro_batches(batch, cfg.train.micro_batch_size)
-    grpo = GRPOConfig(
-        output_dir=str(out_dir),
-        per_device_train_batch_size=per_pass,
-        gradient_checkpointing=cfg.train.gradient_checkpointing,
-        gradient_accumulation_steps=accumulation,
-        num_generations=n_gen,
-        max_steps=cfg.train.steps,
-        learning_rate=cfg.train.learning_rate,
-        beta=cfg.train.beta,
-        loss_type=cfg.train.loss_type,
-        max_completion_length=cfg.train.max_completion_length,
-        temperature=max(temperature, 1e-3),
-        use_cpu=on_cpu,
-        bf16=False if on_cpu else pcfg.dtype == "bfloat16",
-        save_strategy="steps",
-        save_steps=1,
-        save_total_limit=1,
-        logging_steps=1,
-        report_to=[] if cfg.train.report_to == "none" else [cfg.train.report_to],
-        seed=cfg.seed,
-        use_vllm=cfg.train.use_vllm,
-        **(vllm_server_args(pcfg, role) if cfg.train.use_vllm else {}),
-        shuffle_dataset=False,
-        disable_tqdm=True,
-    )
+    grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir))
     path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(

@@ -62,9 +62,16 @@ class ConsolidationResult:
         return len(self.consumed)
 
     @property
+    def unparseable(self) -> bool:
+        """Responses came back but not one could be parsed (e.g. a thinking chat template that spent the
+        distiller's token budget inside <think>): as useless as a dead distiller."""
+        return bool(self.consumed) and self.rejected.get("unparseable", 0) == len(self.consumed)
+
+    @property
     def failed(self) -> bool:
-        """The distiller errored on every picked failure: nothing to commit, all stay queued."""
-        return bool(self.errored) and not self.consumed
+        """The distiller errored on every picked failure, or none of its responses parsed: nothing to
+        commit, all stay queued (a fixed distiller may distil them later)."""
+        return (bool(self.errored) and not self.consumed) or self.unparseable
 
     def report(self) -> dict:
         return {
@@ -119,7 +126,14 @@ async def distill_pass(
                 )
         else:
             candidates.append(skill)
-    if res.errored and res.consumed:
+    if res.unparseable:
+        first = next(o for o in outputs if not isinstance(o, BaseException))
+        res.error = (
+            f"all {len(res.consumed)} distiller outputs were unparseable"
+            + (f" ({len(res.errored)} more calls failed: {res.error})" if res.errored else "")
+            + f"; first: {str(first)[:200]!r}"
+        )
+    elif res.errored and res.consumed:
         res.error = f"{len(res.errored)} of {len(failures)} distiller calls failed; first: {res.error}"
 
     embs = encoder.encode_documents([c.embed_text() for c in candidates]) if candidates else []

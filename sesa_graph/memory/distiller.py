@@ -54,13 +54,22 @@ def _chat_text(message: Any) -> str:
 
 
 def build_messages(failure: PendingFailure, unhelpful: Sequence[Skill]) -> list[dict[str, str]]:
+    """The distiller's conversation for one queued failure: the question, what the rollout searched and
+    retrieved, how often its group succeeded, and the skills that did not help."""
     r = failure.record
+    evidence = [(str(d.get("title", "")), str(d.get("text", ""))) for d in r.evidence]
     return [
         {"role": "system", "content": render_distiller_system(CATEGORIES)},
         {
             "role": "user",
             "content": render_distiller_user(
-                r.question, r.golds, r.answer, r.searches, [s.prompt_text() for s in unhelpful]
+                r.question,
+                r.golds,
+                r.answer,
+                r.searches,
+                [s.prompt_text() for s in unhelpful],
+                evidence=evidence,
+                success_rate=r.group_success_rate,
             ),
         },
     ]

@@ -184,10 +184,11 @@ class SkillMemory:
         return self.bank.apply_outcomes(outcomes)
 
     def add_failures(self, records: Iterable[FailureRecord | dict]) -> dict[str, int]:
-        """Queue one step's failed rollouts (mode 'on' only: the others never distil)."""
+        """Queue one step's failed rollouts (mode 'on' only: the others never distil); with failure_source
+        'frontier' only those of groups with 0 < p < 1 (the others count as skipped_not_frontier)."""
         if self.consolidator is None:
             return {"ignored_mode": len(list(records))}
-        return self.queue.add(records)
+        return self.queue.add(records, frontier_only=self.config.failure_source == "frontier")
 
     def consolidation_due(self, step: int) -> bool:
         return (
@@ -209,8 +210,9 @@ class SkillMemory:
         after blocking for it). Evicts by the utility rules, admits, drops consumed failures from the
         queue and increments the version, all as one crash-safe commit.
 
-        A pass whose distiller failed commits nothing, keeps its failures queued and is returned with
-        ``error`` set; after ``max_consecutive_distiller_errors`` such passes in a row this raises.
+        A pass whose distiller failed -- every call errored, or no response parsed -- commits nothing, keeps
+        its failures queued and is returned with ``error`` set; after ``max_consecutive_distiller_errors``
+        such passes in a row this raises.
         """
         if self.consolidator is None:
             return None
@@ -221,14 +223,24 @@ class SkillMemory:
         bank, queue, cfg = self.bank, self.queue, self.config
         if res.failed:
             streak = int(bank.state.get("consecutive_distiller_errors", 0)) + 1
-            bank.record_stats({"distiller_errors": 1}, consecutive_distiller_errors=streak)
+            what = "distiller_unparseable" if res.unparseable else "distiller_errors"
+            bank.record_stats({what: 1}, consecutive_distiller_errors=streak)
             log.error(
-                "consolidation at step %s: the distiller failed (%s); %d failures stay queued",
+                "consolidation at step %s: the distiller %s (%s); %d failures stay queued",
                 res.step,
+                "gave no parseable output" if res.unparseable else "failed",
                 res.error,
                 len(queue),
             )
             if streak >= cfg.max_consecutive_distiller_errors:
+                if res.unparseable:
+                    raise DistillerError(
+                        f"the distiller's outputs were unparseable in {streak} consolidations in a row (last: "
+                        f"{res.error}); the skill bank cannot grow -- a thinking chat template spends the "
+                        "distiller's max tokens inside <think>: set distiller.chat_template_kwargs "
+                        "{enable_thinking: false} (or raise memory.distiller_max_tokens), use a model that "
+                        "follows the skill format, or set memory mode 'static'"
+                    )
                 raise DistillerError(
                     f"the distiller failed in {streak} consolidations in a row (last: {res.error}); "
                     "the skill bank cannot grow -- fix the distiller endpoint or set memory mode "

@@ -1,16 +1,29 @@
 """The pending-failure queue: failed, well-formed solver rollouts that used search, waiting to be distilled.
 
-Failures of the same question (normalized text) merge into one entry whose ``failures`` count grows, so
-a question every rollout of a group failed, or one that keeps failing across steps, ranks higher. The
-priority is::
+Which failures enter: with ``frontier_only`` (``MemoryConfig.failure_source == "frontier"``, the default)
+only those of groups with a success rate 0 < p < 1 -- some rollouts of the same question succeeded, so the
+question is answerable with search and the distiller has a contrast to learn from. A group no rollout
+solved (p = 0) is mostly a question that is too hard, ambiguous or wrong, and teaches nothing about
+searching; it is counted as ``skipped_not_frontier``. A record without a rate (written before the field
+existed) is kept: there is nothing to judge it by.
 
-    guided_weight * [the failing rollout had skills in its prompt] + repeat_weight * (failures - 1)
+Failures of the same question (normalized text) merge into one entry that counts its failed rollouts
+(``failures``) and the distinct steps it failed in (``groups``). The priority is::
 
-with ties broken by recency. When the queue is over its cap the lowest-priority entry is dropped and
-counted. A consolidation *picks* entries (they stay queued) and only removes the ones it consumed when
-its result is committed, so failures that were not picked, or whose distillation errored, stay.
+    guided_weight * guided + frontier * (1 + repeat_weight * (groups - 1))
 
-The queue is one JSON file, rewritten atomically on every change.
+    guided   = 1 if a failing rollout had skills in its prompt (the bank's blind spots), else 0
+    frontier = max over the entry's failures of 4 p (1 - p): 1 at p = 0.5, 0 at p = 0 or 1 or p unknown
+
+so a frontier failure near p = 0.5, or one with skills in its prompt, ranks highest, and a question that
+is on the frontier again in later steps climbs. Failed rollouts of one group no longer add up: the G
+failures of a p = 0 group used to rank it first, although it is the least informative. Ties go to the
+most recent. When the queue is over its cap the lowest-priority entry is dropped and counted. A
+consolidation *picks* entries (they stay queued) and only removes the ones it consumed when its result is
+committed, so failures that were not picked, or whose distillation errored, stay.
+
+The queue is one JSON file, rewritten atomically on every change; entries and records written before
+``groups``, ``frontier``, ``evidence`` and ``group_success_rate`` existed load with their defaults.
 """
 
 from __future__ import annotations
@@ -48,6 +61,14 @@ class FailureRecord(BaseModel):
     correct: bool = Field(False, description="Judge verdict (True records are not failures and are skipped).")
     step: int = Field(0, ge=0, description="Self-play step.")
     question_id: str | None = Field(None, description="Id of the question in the run, if any.")
+    evidence: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Distinct documents the rollout retrieved, in order ({'title', 'text'}, text cut to "
+        "MemoryConfig.evidence_chars, at most evidence_docs of them): what its searches found.",
+    )
+    group_success_rate: float | None = Field(
+        None, ge=0, le=1, description="Success rate p of the rollout's group (None: not recorded)."
+    )
 
 
 class PendingFailure(BaseModel):
@@ -56,6 +77,10 @@ class PendingFailure(BaseModel):
     key: str
     record: FailureRecord
     failures: int = 1
+    groups: int = 1
+    """Distinct steps in which the question failed."""
+    frontier: float = 0.0
+    """Best 4 p (1 - p) among its failures' groups."""
     guided: bool = False
     first_step: int = 0
     last_step: int = 0
@@ -66,7 +91,12 @@ def question_key(question: str) -> str:
     return " ".join(question.lower().split())
 
 
-def skip_reason(record: FailureRecord) -> str | None:
+def frontier_score(p: float | None) -> float:
+    """4 p (1 - p): 1 for a group half of whose rollouts succeeded, 0 when none or all did (or p unknown)."""
+    return 0.0 if p is None else 4.0 * p * (1.0 - p)
+
+
+def skip_reason(record: FailureRecord, frontier_only: bool = False) -> str | None:
     """Why a rollout does not belong in the queue (None when it does)."""
     if record.correct:
         return "correct"
@@ -74,6 +104,9 @@ def skip_reason(record: FailureRecord) -> str | None:
         return f"status_{record.status}"
     if not record.searches:
         return "no_search"
+    p = record.group_success_rate
+    if frontier_only and p is not None and not 0.0 < p < 1.0:
+        return "not_frontier"
     return None
 
 
@@ -125,27 +158,38 @@ class FailureQueue:
         return len(self.entries)
 
     def priority(self, e: PendingFailure) -> float:
-        return self.guided_weight * e.guided + self.repeat_weight * (e.failures - 1)
+        """See the module docstring."""
+        return self.guided_weight * e.guided + e.frontier * (1.0 + self.repeat_weight * (e.groups - 1))
 
     def _rank(self, e: PendingFailure) -> tuple[float, int]:
         return (self.priority(e), e.seq)
 
-    def add(self, records: Iterable[FailureRecord | dict], save: bool = True) -> dict[str, int]:
-        """Queue failures (one step's batch); returns counts: added, merged, skipped_<reason>, dropped."""
+    def add(
+        self, records: Iterable[FailureRecord | dict], save: bool = True, frontier_only: bool = False
+    ) -> dict[str, int]:
+        """Queue failures (one step's batch); returns counts: added, merged, skipped_<reason>, dropped.
+        ``frontier_only``: skip failures of groups with p = 0 or 1 (``skipped_not_frontier``)."""
         out: Counter[str] = Counter()
         for r in records:
             rec = r if isinstance(r, FailureRecord) else FailureRecord.model_validate(r)
-            reason = skip_reason(rec)
+            reason = skip_reason(rec, frontier_only)
             if reason:
                 out[f"skipped_{reason}"] += 1
                 continue
             self._seq += 1
             key = question_key(rec.question)
             guided = bool(rec.retrieved_skill_ids)
+            frontier = frontier_score(rec.group_success_rate)
             old = self.entries.get(key)
             if old is None:
                 self.entries[key] = PendingFailure(
-                    key=key, record=rec, guided=guided, first_step=rec.step, last_step=rec.step, seq=self._seq
+                    key=key,
+                    record=rec,
+                    guided=guided,
+                    frontier=frontier,
+                    first_step=rec.step,
+                    last_step=rec.step,
+                    seq=self._seq,
                 )
                 out["added"] += 1
             else:
@@ -153,6 +197,9 @@ class FailureQueue:
                     update={
                         "record": rec if guided or not old.guided else old.record,  # keep a guided example
                         "failures": old.failures + 1,
+                        # one step asks a question once: another step is another group
+                        "groups": old.groups + (rec.step != old.last_step),
+                        "frontier": max(old.frontier, frontier),
                         "guided": old.guided or guided,
                         "last_step": max(old.last_step, rec.step),
                         "seq": self._seq,

@@ -206,7 +206,8 @@ def solver_spec(cfg: SolverConfig, greedy: bool = False) -> LoopSpec:
 
 
 def proposer_spec(cfg: ProposerConfig, search_k: int = 3, doc_chars: int = 400) -> LoopSpec:
-    """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`."""
+    """LoopSpec from a :class:`sesa_graph.config.ProposerConfig`. ``search_k`` and ``doc_chars`` are the
+    solver's (``cfg.solver``), so the proposer's evidence looks like what the solver will retrieve."""
     return LoopSpec(
         role="proposer",
         stops=protocol.PROPOSER_STOPS,
@@ -218,7 +219,7 @@ def proposer_spec(cfg: ProposerConfig, search_k: int = 3, doc_chars: int = 400) 
         else prompts.PROPOSER_FINAL_NOTICE,
         max_turns=cfg.max_turns,
         max_tokens_per_turn=cfg.max_tokens_per_turn,
-        max_total_tokens=2048,
+        max_total_tokens=cfg.max_total_tokens,
         temperature=cfg.temperature,
         search_k=search_k,
         doc_chars=doc_chars,

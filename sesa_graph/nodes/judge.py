@@ -3,10 +3,12 @@
 Normalized exact match first (cheap, and a hit is never overruled); on a miss, an LLM semantic match
 with ``prompts.JUDGE_PROMPT`` (greedy, a few tokens, reply "Correct" or "Wrong"). The LLM is either our
 ``PolicyClient`` (all pending items in one ``generate`` call, so the local policy micro-batches them) or
-any langchain-core chat model (configure it for greedy decoding and a small ``max_tokens`` yourself, e.g.
-``ChatOpenAI(temperature=0, max_tokens=16)``). A judge call that raises or times out falls back to the
-exact-match verdict, is marked ``judge_unavailable`` and counted, so a run can report how many verdicts
-were EM-only instead of silently drifting.
+anything with a langchain-style ``ainvoke(messages)`` -- a langchain-core chat model (configure it for
+greedy decoding and a small ``max_tokens`` yourself, e.g. ``ChatOpenAI(temperature=0, max_tokens=16)``) or
+:class:`sesa_graph.policy.templated.ChatEndpoint`. A judge call that raises or times out, and a reply that
+gives no verdict (empty, cut off inside ``<think>``, saying neither or both), fall back to the exact-match
+verdict, are marked ``judge_unavailable`` and counted, so a run can report how many verdicts were EM-only
+instead of silently drifting -- a reply without a verdict is never read as "Wrong".
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, ConfigDict
 
@@ -31,8 +32,8 @@ class Verdict(BaseModel):
     """One judgment; its fields are logged as metrics and ``rewards.solver_reward`` maps it to a reward.
 
     ``method`` says what decided it: ``exact`` = exact match (a hit, or a miss when no LLM judge is
-    configured); ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed or timed out and
-    the exact-match miss stands; ``none`` = there was no prediction to judge.
+    configured); ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -55,20 +56,39 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _NEGATED_CORRECT = re.compile(r"\b(?:not|isn[’']?t|never)\s+(?:\w+\s+)?correct\b")
 
 
-def parse_judgment(text: str) -> bool:
-    """True only for an unambiguous "Correct"; anything else (Wrong, both, neither, "not correct") is
-    False, because a false positive would reward a wrong answer.
+def parse_judgment(text: str | None) -> bool | None:
+    """True for "Correct", False for "Wrong" (or "Incorrect", "not correct"), None for no verdict: empty,
+    cut off inside ``<think>``, neither word or both. None is not "Wrong" -- a judge that never answered
+    says nothing about the prediction.
 
-    >>> parse_judgment(" **Correct.**"), parse_judgment("Wrong"), parse_judgment("Correct or Wrong")
+    >>> parse_judgment(" **Correct.**"), parse_judgment("Wrong"), parse_judgment("not correct")
     (True, False, False)
+    >>> parse_judgment("Correct or Wrong"), parse_judgment("<think>is it correct? maybe"), parse_judgment("")
+    (None, None, None)
     """
-    text = _THINK_BLOCK.sub(" ", text).lower()
+    text = _THINK_BLOCK.sub(" ", text or "").lower()
     if "<think>" in text:  # reasoning cut off by the token budget: no verdict yet
-        return False
-    if _NEGATED_CORRECT.search(text):
-        return False
+        return None
+    if "</think>" in text:  # the template opened <think> in the prompt: the verdict follows its end
+        text = text.rsplit("</think>", 1)[1]
+    text = _NEGATED_CORRECT.sub(" wrong ", text)
     words = set(re.findall(r"[a-z]+", text))
-    return "correct" in words and not words & {"wrong", "incorrect"}
+    correct, wrong = "correct" in words, bool(words & {"wrong", "incorrect"})
+    return None if correct == wrong else correct
+
+
+def _opens_think(tokenizer: Any, prompt_ids: Sequence[int]) -> bool:
+    """The rendered prompt ends inside an open ``<think>`` (a thinking chat template): the reply continues
+    the reasoning, and whatever it says before ``</think>`` is no verdict."""
+    if tokenizer is None or not prompt_ids:
+        return False
+    tail = tokenizer.decode(list(prompt_ids[-16:]))
+    start = tail.rfind("<think>")
+    return start >= 0 and "</think>" not in tail[start:]
+
+
+def _is_policy(model: Any) -> bool:
+    return all(hasattr(model, a) for a in ("generate", "encode_messages", "encode_text"))
 
 
 class Judge:
@@ -76,21 +96,22 @@ class Judge:
 
     def __init__(
         self,
-        model: PolicyClient | BaseChatModel | None = None,
+        model: PolicyClient | Any | None = None,
         *,
         timeout_s: float = 60.0,
         max_tokens: int = 16,
         max_concurrency: int = 16,
     ) -> None:
-        if model is not None and not isinstance(model, (BaseChatModel, PolicyClient)):
+        if model is not None and not (_is_policy(model) or hasattr(model, "ainvoke")):
             raise TypeError(
-                f"Judge needs a PolicyClient, a langchain-core BaseChatModel or None, got {type(model).__name__}"
+                "Judge needs a PolicyClient, a chat model with ainvoke (langchain-core, ChatEndpoint) or None, "
+                f"got {type(model).__name__}"
             )
         self.model = model
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.max_concurrency = max_concurrency
-        self.unavailable_count = 0  # LLM judgments that failed and fell back to exact match
+        self.unavailable_count = 0  # LLM judgments that failed or gave no verdict: exact match stands
         self.llm_count = 0  # LLM judgments requested
 
     async def judge(self, question: str, prediction: str | None, golds: str | Sequence[str]) -> Verdict:
@@ -119,19 +140,21 @@ class Judge:
             for i, reply in zip(pending, replies, strict=True):
                 it = items[i]
                 f1 = f1_score(it.prediction, it.golds)
-                if reply is None:
+                ok = None if reply is None else parse_judgment(reply)
+                if ok is None:
                     self.unavailable_count += 1
-                    verdicts[i] = Verdict(correct=False, score=0.0, em=0.0, f1=f1, method="judge_unavailable")
+                    verdicts[i] = Verdict(
+                        correct=False, score=0.0, em=0.0, f1=f1, method="judge_unavailable", raw=reply
+                    )
                 else:
-                    ok = parse_judgment(reply)
                     verdicts[i] = Verdict(correct=ok, score=float(ok), em=0.0, f1=f1, method="llm", raw=reply)
         return verdicts  # type: ignore[return-value]
 
     async def _ask(self, prompts: list[str]) -> list[str | None]:
         """One reply per prompt; None where the judge failed."""
-        if isinstance(self.model, BaseChatModel):
-            return await self._ask_chat(self.model, prompts)
-        return await self._ask_policy(self.model, prompts)
+        if _is_policy(self.model):
+            return await self._ask_policy(self.model, prompts)
+        return await self._ask_chat(self.model, prompts)
 
     async def _ask_policy(self, policy: Any, prompts: list[str]) -> list[str | None]:
         sampling = SamplingParams(max_tokens=self.max_tokens, temperature=0.0)
@@ -144,9 +167,11 @@ class Judge:
             return [None] * len(prompts)
         if len(results) != len(prompts):
             return [None] * len(prompts)
-        return [r.text for r in results]
+        tokenizer = getattr(policy, "tokenizer", None)
+        # the template's own <think> is in the prompt, not the reply: put it back so parsing sees it open
+        return ["<think>" + r.text if _opens_think(tokenizer, r.prompt_ids) else r.text for r in results]
 
-    async def _ask_chat(self, model: BaseChatModel, prompts: list[str]) -> list[str | None]:
+    async def _ask_chat(self, model: Any, prompts: list[str]) -> list[str | None]:
         gate = asyncio.Semaphore(self.max_concurrency)
 
         async def one(prompt: str) -> str | None:
@@ -155,7 +180,8 @@ class Judge:
                     msg = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), self.timeout_s)
                 except Exception:  # noqa: BLE001 -- see _ask_policy
                     return None
-            return msg.text
+            text = msg.text
+            return str(text) if isinstance(text, str) else text()  # langchain-core < 1: a method
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
 

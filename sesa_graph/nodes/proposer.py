@@ -2,14 +2,16 @@
 
 Checks, in order (the first failure is the reason): the rollout produced a question; length and word
 bounds; the target (normalized) does not appear in it; evidence was actually retrieved; at least two
-distinct searches when hops >= 2; and the retrieval-augmented check -- a judge model answers the question
-from the proposer's own evidence shuffled with distractor documents and must reach the target.
+distinct searches when hops >= 2; and the retrieval-augmented check -- a fixed reader model answers the
+question from the proposer's own evidence shuffled with distractor documents and must reach the target.
+Distractors never carry the target (see ``pick_distractors``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +63,60 @@ def static_checks(state: dict[str, Any], cfg: ProposerConfig) -> str | None:
     return None
 
 
+def _bears_target(doc: Doc, target: str) -> bool:
+    # the whole document, not only the part the reader sees: a passage about the target is too close a hint
+    return contains_answer(f"{doc.title} {doc.text}", [target])
+
+
+def pick_distractors(
+    question: str,
+    target: str,
+    evidence_ids: Collection[str],
+    search: SearchBackend,
+    n: int,
+    rng: random.Random,
+    source: str = "random",
+    queries: Sequence[str] = (),
+    per_query: int = 2,
+    rounds: int = 3,
+) -> list[Doc]:
+    """``n`` distractor documents for the RAG check, none of them the proposer's evidence or bearing the target.
+
+    'random': documents retrieved for unrelated ``queries`` (other targets of the pool), ``n`` of them drawn
+    with ``rng`` per round (one document per query, for variety), for at most ``rounds`` rounds; whatever is
+    still missing then, or everything when no queries are given, comes from the question's own hits
+    ('question'). A distractor that mentions the target would let the reader answer without the evidence,
+    so the check would no longer test that the evidence supports the question.
+    """
+    if n <= 0:
+        return []
+    picked: dict[str, Doc] = {}
+
+    def ok(d: Doc) -> bool:
+        return d.id not in evidence_ids and d.id not in picked and not _bears_target(d, target)
+
+    if source == "random":
+        norm = normalize_answer(target)
+        pool = list(dict.fromkeys(q for q in queries if q.strip() and normalize_answer(q) != norm))
+        rng.shuffle(pool)
+        for r in range(rounds):
+            batch = pool[r * n : (r + 1) * n]
+            if not batch or len(picked) >= n:
+                break
+            for hits in search.search(batch, per_query):
+                d = next((d for d in hits if ok(d)), None)
+                if d is not None and len(picked) < n:
+                    picked[d.id] = d
+    if len(picked) < n:
+        (hits,) = search.search([question], 2 * n + len(evidence_ids) + 2)
+        for d in hits:
+            if len(picked) >= n:
+                break
+            if ok(d):
+                picked[d.id] = d
+    return list(picked.values())
+
+
 async def rag_check(
     question: str,
     target: str,
@@ -70,18 +126,31 @@ async def rag_check(
     distractors: int,
     seed: int,
     doc_chars: int = 400,
+    source: str = "question",
+    distractor_queries: Sequence[str] = (),
 ) -> tuple[bool, str | None]:
     """Answer ``question`` from evidence + distractors with the judge model; pass iff it reaches the target.
 
     The judge answers the way the solver does -- the solver's prompt, one search already made whose results
     are these documents, then its ``<answer>`` -- so a policy that learned the rollout format (the warmed
-    embedded model) reads the evidence in the form it knows rather than a second prompt style.
+    embedded model) reads the evidence in the form it knows rather than a second prompt style. Every
+    document is cut to ``doc_chars``, as the solver's search results are.
     """
-    ids = {d.id for d in evidence}
-    (candidates,) = await asyncio.to_thread(search.search, [question], distractors + len(ids) + 2)
-    extra = [d for d in candidates if d.id not in ids][:distractors]
+    # the seed alone is the same for every proposal of a run; with the question each draws its own distractors
+    rng = random.Random(f"{seed}:{question}")
+    extra = await asyncio.to_thread(
+        pick_distractors,
+        question,
+        target,
+        {d.id for d in evidence},
+        search,
+        distractors,
+        rng,
+        source,
+        distractor_queries,
+    )
     docs = [Doc(d.id, d.title, d.text[:doc_chars]) for d in evidence[:6] + extra]
-    random.Random(seed).shuffle(docs)
+    rng.shuffle(docs)
     forced = protocol.open_tag("answer")
     observation = (
         protocol.render_search(question)
@@ -108,7 +177,11 @@ async def validate(
     judge: PolicyClient | None,
     search: SearchBackend,
     seed: int = 0,
+    doc_chars: int = 400,
+    distractor_queries: Sequence[str] = (),
 ) -> Validation:
+    """The checks in order; ``doc_chars`` is the proposer loop's (its evidence was cut to it already) and
+    ``distractor_queries`` feed the 'random' distractor source."""
     reason = static_checks(state, cfg)
     if reason:
         return Validation(False, reason)
@@ -122,5 +195,8 @@ async def validate(
         search,
         cfg.rag_distractors,
         seed,
+        doc_chars=doc_chars,
+        source=cfg.rag_distractor_source,
+        distractor_queries=distractor_queries,
     )
     return Validation(ok, None if ok else "rag_check_failed", answer)

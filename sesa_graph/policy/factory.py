@@ -6,14 +6,22 @@ cannot work fails at start-up with the reason, not at its first generation.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.config import JudgeConfig, PolicyConfig
+from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, RunConfig
 from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.policy.templated import ChatEndpoint, for_role
+
+log = logging.getLogger(__name__)
+
+POLICY_REF = "policy"  # a role's endpoint that names the solver policy being trained, not a fixed model
+_SELF = {"judge": "grades itself", "distiller": "teaches itself", "rag_reader": "checks its own proposer"}
 
 
 def probe_endpoint(base_url: str, retries: int, what: str) -> None:
@@ -136,23 +144,154 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
     )
 
 
-def make_judge(cfg: JudgeConfig, policy: Any, tokenizer: str | None = None) -> Judge:
-    """``none``: exact match only; ``policy``: ``policy`` judges; ``openai``: an endpoint."""
+def warn_policy_ref(role: str) -> None:
+    """A role served by the policy being trained is allowed, but never silently: unlike the paper, the
+    policy then grades or teaches itself."""
+    log.warning(
+        "%s uses the solver policy being trained (endpoint 'policy'): the policy %s, unlike the paper's "
+        "fixed model; name a model of `models:` to avoid it",
+        role,
+        _SELF.get(role, "serves this role itself"),
+    )
+
+
+def needed_models(cfg: RunConfig) -> list[str]:
+    """The fixed models a run calls: the distiller's with memory 'on', the RAG reader's with rag_check, the
+    judge's for kind 'model' -- a model no role uses is never started."""
+    refs = []
+    if cfg.memory.mode == "on":
+        refs.append(cfg.distiller.endpoint)
+    if cfg.proposer.rag_check:
+        refs.append(cfg.proposer.rag_reader.endpoint)
+    if cfg.judge.kind == "model":
+        refs.append(cfg.judge.endpoint)
+    return [r for r in dict.fromkeys(refs) if r != POLICY_REF]
+
+
+def start_models(
+    policy_specs: Sequence[tuple[PolicyConfig, str | None, Path | None]],
+    models: dict[str, EndpointConfig],
+    owner: str | None = None,
+    policy_gpus: Sequence[str | None] | None = None,
+    log_dir: Path | None = None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """The policies and the fixed ``models`` together: every vLLM server (a policy's or a served model's)
+    starts side by side, then endpoints are probed; if anything fails, every server started is stopped.
+    Served models are never reloaded; their clients' ``close()`` stops them like a policy's."""
+    served = [(name, ep) for name, ep in models.items() if ep.serve is not None]
+    for name, ep in served:
+        if ep.serve is not None and ep.serve.backend == "openai":
+            raise ValueError(
+                f"models.{name}: serve with backend 'openai' starts nothing; give the endpoint as "
+                f"models.{name}.base_url (+ model) instead"
+            )
+    specs = list(policy_specs) + [
+        (ep.serve, None, log_dir / f"model-{name}-vllm.log" if log_dir else None)
+        for name, ep in served
+        if ep.serve is not None
+    ]
+    gpus = list(policy_gpus or [None] * len(policy_specs)) + [ep.cuda_visible_devices for _, ep in served]
+    clients = make_policies(specs, owner=owner, gpus=gpus)
+    policies = clients[: len(policy_specs)]
+    fixed = dict(zip([name for name, _ in served], clients[len(policy_specs) :], strict=True))
+    try:
+        for name, ep in models.items():
+            if ep.base_url is not None:
+                fixed[name] = endpoint_client(name, ep)
+    except BaseException:
+        for client in clients:
+            getattr(client, "close", lambda: None)()
+        raise
+    return policies, {name: fixed[name] for name in models}
+
+
+def make_fixed_models(
+    models: dict[str, EndpointConfig],
+    names: Iterable[str],
+    owner: str | None = None,
+    log_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Clients of the fixed models ``names`` (keys of ``models``): served ones started, endpoints probed."""
+    names = list(dict.fromkeys(names))
+    missing = [n for n in names if n not in models]
+    if missing:
+        raise KeyError(f"no model {missing[0]!r} in models (defined: {', '.join(sorted(models)) or 'none'})")
+    return start_models([], {n: models[n] for n in names}, owner=owner, log_dir=log_dir)[1]
+
+
+def endpoint_client(name: str, ep: EndpointConfig) -> Any:
+    """The client of a ``base_url`` model, after probing it (a dead endpoint fails the start, not a step)."""
+    base_url, model = ep.base_url or "", ep.model or ""
+    probe_endpoint(base_url, ep.retries, what=f"model {name!r} endpoint")
+    key = api_key(ep.api_key_env, f"model {name!r}")
+    if ep.api == "chat":
+        return ChatEndpoint(base_url, model, api_key=key, timeout_s=ep.timeout_s, retries=ep.retries)
+    from sesa_graph.policy.openai_client import OpenAIPolicy
+
+    return OpenAIPolicy(
+        base_url,
+        model,
+        tokenizer=ep.tokenizer or model,
+        api_key=key,
+        timeout_s=ep.timeout_s,
+        retries=ep.retries,
+    )
+
+
+def role_client(
+    role: str,
+    endpoint: str,
+    chat_template_kwargs: dict[str, Any],
+    fixed: dict[str, Any],
+    policy: Any,
+    *,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> Any:
+    """The client ``role`` calls: the fixed model ``endpoint`` names (or, warned, the policy), rendered with
+    the role's chat-template arguments."""
+    if endpoint == POLICY_REF:
+        warn_policy_ref(role)
+        client = policy
+    elif endpoint in fixed:
+        client = fixed[endpoint]
+    else:
+        raise KeyError(
+            f"{role}: model {endpoint!r} was not started (started: {', '.join(sorted(fixed)) or 'none'})"
+        )
+    return for_role(client, chat_template_kwargs, max_tokens=max_tokens, temperature=temperature)
+
+
+def make_judge(
+    cfg: JudgeConfig, policy: Any, tokenizer: str | None = None, models: dict[str, Any] | None = None
+) -> Judge:
+    """``none``: exact match only; ``model``: the fixed model ``cfg.endpoint`` names in ``models`` (clients,
+    as :func:`make_fixed_models` builds them); ``openai``: an endpoint; ``policy``: ``policy`` (warned).
+    Every LLM judge renders its prompt with ``cfg.chat_template_kwargs``."""
     if cfg.kind == "none":
         return Judge(None)
-    if cfg.kind == "policy":
-        return Judge(policy, timeout_s=cfg.timeout_s)
+    options = {"max_tokens": cfg.max_tokens, "temperature": 0.0}
+    if cfg.kind in ("policy", "model"):
+        if cfg.kind == "model" and cfg.endpoint not in (models or {}):
+            raise ValueError(
+                f"judge kind 'model' names model {cfg.endpoint!r}, which was not started here "
+                f"(started: {', '.join(sorted(models or {})) or 'none'}); define it in the run config's "
+                "`models:` or give an endpoint (kind 'openai', base_url and model)"
+            )
+        endpoint = POLICY_REF if cfg.kind == "policy" else cfg.endpoint
+        client = role_client("judge", endpoint, cfg.chat_template_kwargs, models or {}, policy, **options)
+        return Judge(client, timeout_s=cfg.timeout_s, max_tokens=cfg.max_tokens)
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
     probe_endpoint(cfg.base_url or "", 2, what="judge endpoint")
-    return Judge(
-        OpenAIPolicy(
-            cfg.base_url or "",
-            cfg.model or "",
-            tokenizer=tokenizer,
-            api_key=api_key(cfg.api_key_env, "judge"),
-            timeout_s=cfg.timeout_s,
-            retries=2,
-        ),
+    client = OpenAIPolicy(
+        cfg.base_url or "",
+        cfg.model or "",
+        tokenizer=tokenizer,
+        api_key=api_key(cfg.api_key_env, "judge"),
         timeout_s=cfg.timeout_s,
+        retries=2,
+    )
+    return Judge(
+        for_role(client, cfg.chat_template_kwargs), timeout_s=cfg.timeout_s, max_tokens=cfg.max_tokens
     )

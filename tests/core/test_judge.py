@@ -54,10 +54,15 @@ def test_fake_is_a_policy_client():
         ("Incorrect", False),  # synonym of Wrong, not a substring hit on "correct"
         ("not correct", False),  # negation
         ("This isn't entirely correct", False),  # negation with a word between
-        ("Correct or Wrong", False),  # both: ambiguous
-        ("Yes", False),  # neither: ambiguous
-        ("", False),  # nothing
-        ("<think>is it correct? maybe", False),  # reasoning cut off before a verdict
+        ("reasoning about it</think>\nWrong", False),  # the template opened <think>: the verdict follows it
+        ("reasoning, is it correct?</think>\nCorrect", True),
+        # no verdict is not "Wrong": None, the exact-match miss stands as judge_unavailable
+        ("Correct or Wrong", None),  # both: ambiguous
+        ("Yes", None),  # neither
+        ("", None),  # nothing
+        (None, None),
+        ("<think>is it correct? maybe", None),  # reasoning cut off before a verdict
+        ("<think>fine</think><think>still thinking, correct", None),  # a second think block cut off
     ],
 )
 def test_parse_judgment(reply, expected):
@@ -86,7 +91,7 @@ async def test_em_only_judge():
 
 
 async def test_policy_judge_batches_and_parses():
-    policy = ScriptedPolicy(["Correct.", "wrong", "Correct or Wrong"])
+    policy = ScriptedPolicy(["Correct.", "wrong", "Wrong!"])
     judge = Judge(policy, max_tokens=8)
     verdicts = await judge.judge_many(
         [
@@ -107,6 +112,51 @@ async def test_policy_judge_batches_and_parses():
     content = req.messages[0]["content"]
     assert "Who composed Salome?" in content and "Richard Strauss" in content and "R. Strauss" in content
     assert judge.llm_count == 3 and judge.unavailable_count == 0
+
+
+async def test_reply_without_verdict_is_unavailable_not_wrong():
+    """Correct / Wrong / no verdict: a reply that says neither, both, nothing, or is cut off inside <think>
+    leaves the exact-match miss standing, counted as judge_unavailable (its reply kept for the log)."""
+    replies = ["Correct", "Wrong", "Correct or Wrong", "", "<think>The gold is Rome and", "Hmm."]
+    judge = Judge(ScriptedPolicy(replies))
+    verdicts = await judge.judge_many([("q", f"guess {i}", ["Rome"]) for i in range(len(replies))])
+    assert [v.method for v in verdicts] == ["llm", "llm"] + ["judge_unavailable"] * 4
+    assert [v.correct for v in verdicts] == [True] + [False] * 5
+    assert [v.score for v in verdicts] == [1.0] + [0.0] * 5
+    assert verdicts[4].raw == "<think>The gold is Rome and"
+    assert judge.llm_count == 6 and judge.unavailable_count == 4
+
+
+class _TailTokenizer:
+    """Decodes prompt ids 0/1 as an assistant header that does / does not open <think>."""
+
+    def decode(self, ids):
+        return "<|im_start|>assistant\n<think>\n" if ids[-1] == 1 else "<|im_start|>assistant\n"
+
+
+class OpenThinkPolicy(ScriptedPolicy):
+    """A policy whose chat template opens <think> in the prompt (prompt id 1), as Qwen3's does."""
+
+    tokenizer = _TailTokenizer()
+
+    def __init__(self, replies, opens):
+        super().__init__(replies)
+        self.opens = opens
+
+    async def generate(self, requests):
+        self.calls.append(requests)
+        return [GenerationResult(self.replies.pop(0), [], [], [int(self.opens)], "length") for _ in requests]
+
+
+async def test_reply_inside_a_template_opened_think_is_no_verdict():
+    # the prompt ended in "<think>\n": "... is Correct" is reasoning cut off by max_tokens, not a verdict
+    judge = Judge(OpenThinkPolicy(["the prediction is Correct, since"], opens=True))
+    v = await judge.judge("q", "Milan", ["Rome"])
+    assert v.method == "judge_unavailable" and v.raw == "<think>the prediction is Correct, since"
+    judge = Judge(OpenThinkPolicy(["same city</think>\n\nCorrect"], opens=True))
+    assert (await judge.judge("q", "Milan", ["Rome"])).method == "llm"
+    judge = Judge(OpenThinkPolicy(["Correct"], opens=False))
+    assert (await judge.judge("q", "Milan", ["Rome"])).correct
 
 
 async def test_policy_judge_error_falls_back_and_is_counted():
@@ -156,3 +206,22 @@ async def test_chat_model_error_falls_back_and_is_counted():
 def test_rejects_other_models():
     with pytest.raises(TypeError, match="PolicyClient"):
         Judge("gpt-4")  # type: ignore[arg-type]
+
+
+class DuckChat:
+    """Not a langchain model: anything with ainvoke is a chat judge (e.g. ChatEndpoint)."""
+
+    def __init__(self, reply):
+        self.reply, self.seen = reply, []
+
+    async def ainvoke(self, messages):
+        self.seen.append(messages)
+        return AIMessage(content=self.reply)
+
+
+async def test_any_ainvoke_model_judges():
+    model = DuckChat("")
+    judge = Judge(model)
+    v = await judge.judge("q", "Milan", ["Rome"])
+    assert v.method == "judge_unavailable" and judge.unavailable_count == 1  # an empty reply: no verdict
+    assert "Milan" in model.seen[0][0].content
