@@ -91,3 +91,48 @@ def test_reused_question_skips_the_proposer(ctx):
 def test_empty_target_is_an_error(ctx):
     with pytest.raises(ValueError, match="empty target"):
         asyncio.run(run_step([{"item_id": "x", "target": ""}], ctx))
+
+
+def searching_solver():
+    answers = []
+
+    def script(prompt, i):
+        # every rollout searches first; then the first 2 of 5 to answer are right (p = 0.4)
+        if "Doc 1 (Title:" not in prompt:
+            return "<search>Gustave Eiffel tower</search>"
+        answers.append(i)
+        return "<answer>Dijon</answer>" if len(answers) <= 2 else "<answer>Lyon</answer>"
+
+    return script
+
+
+def test_failures_carry_evidence_and_the_groups_success_rate(ctx, tokenizer, search):
+    from sesa_graph.memory.config import MemoryConfig
+
+    ctx.solver.policy = ScriptedPolicy(tokenizer, searching_solver())
+    ctx.memory.config = MemoryConfig(evidence_docs=2, evidence_chars=30)
+    out = asyncio.run(run_step([{"item_id": "a", "target": "Dijon", "hops": 1}], ctx, step=2))
+    assert out.metrics["solver_success_rates"] == [pytest.approx(0.4)]
+    assert len(out.failures) == 3
+    for f in out.failures:
+        assert f["group_success_rate"] == pytest.approx(0.4) and f["searches"] == ["Gustave Eiffel tower"]
+        # the rollout's distinct documents in retrieval order, at most evidence_docs, cut to evidence_chars
+        assert [e["title"] for e in f["evidence"]] == ["Eiffel Tower", "Gustave Eiffel"]
+        assert all(len(e["text"]) <= 30 for e in f["evidence"])
+        assert f["evidence"][0]["text"] == "The Eiffel Tower is a lattice "
+
+
+def test_failure_evidence_dedupes_and_caps():
+    from graphs.selfplay import failure_evidence
+
+    doc = {"id": "a", "title": "A", "text": "x" * 50}
+    searches = [
+        {"query": "q1", "docs": [doc, {"id": "b", "title": "B", "text": "y"}]},
+        {"query": "q2", "docs": [doc]},
+    ]
+    assert failure_evidence(searches, 4, 10) == [
+        {"title": "A", "text": "x" * 10},
+        {"title": "B", "text": "y"},
+    ]
+    assert failure_evidence(searches, 1, 10) == [{"title": "A", "text": "x" * 10}]
+    assert failure_evidence(searches, 0, 10) == []

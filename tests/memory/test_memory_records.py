@@ -185,15 +185,22 @@ def test_queue_skips_what_cannot_teach_a_skill():
     assert len(q) == 1
 
 
-def test_queue_priority_guided_and_repeated_failures_first():
+def test_queue_priority_guided_and_frontier_failures_first():
     q = FailureQueue(None, guided_weight=1.0, repeat_weight=0.5)
-    q.add([failure(1), failure(2, skills=["seed-x"]), failure(3), failure(3), failure(3), failure(4)])
-    order = [e.record.question for e in q.pick(4)]
-    assert (
-        "war number 3 " in order[0] and "war number 2 " in order[1]
-    )  # 3 failed 3x (+1.0), 2 was guided (+1.0, older)
-    e3 = q.entries[next(k for k in q.entries if "number 3 " in k)]
-    assert e3.failures == 3
+    # question 1: a group no rollout solved, five failures, the least informative
+    q.add(
+        [failure(1, group_success_rate=0.0)] * 5
+        + [
+            failure(2, skills=["seed-x"], group_success_rate=0.0),  # guided: 1.0
+            failure(3, group_success_rate=0.6),  # frontier: 4 * 0.6 * 0.4 = 0.96
+            failure(4, skills=["seed-x"], group_success_rate=0.4),  # both: 1.96
+            failure(5, group_success_rate=0.2),  # 0.64
+        ]
+    )
+    order = [e.record.question for e in q.pick(5)]
+    assert [next(i for i in range(1, 6) if f"number {i} " in o) for o in order] == [4, 2, 3, 5, 1]
+    e1 = q.entries[next(k for k in q.entries if "number 1 " in k)]
+    assert e1.failures == 5 and e1.groups == 1 and q.priority(e1) == 0.0
 
 
 def test_queue_cap_drops_the_lowest_priority_and_counts_it():

@@ -30,8 +30,8 @@ from training.warmup_distiller import MODES, QTYPES, distiller_examples, make_fa
 N = 200
 _USER = re.compile(
     r"Question: (?P<question>.*)\nCorrect answer: (?P<golds>.*)\nAgent's answer: (?P<answer>.*)\n"
-    r"Agent's searches:\n(?P<searches>(?:- .*\n)+)Skills it was given, which did not help:\n(?P<skills>[\s\S]*?)\n"
-    r"What did those skills miss\?"
+    r"Agent's searches:\n(?P<searches>(?:- .*\n)+)What those searches returned:\n\(nothing kept\)\n"
+    r"Skills it was given, which did not help:\n(?P<skills>[\s\S]*?)\nCompare what the searches returned"
 )
 
 
