@@ -1,14 +1,14 @@
 """``sesa eval``: benchmark a solver with bank modes side by side; ``sesa eval compare A B``.
 
     sesa eval --data-dir ../shared/data/benchmarks --model embedded-warm --bank-modes off,on \\
-        --bank runs/tiny-cpu/memory --judge policy --limit 20
+        --bank runs/tiny-cpu/memory --limit 20
     sesa eval --data-dir ../shared/data/benchmarks --datasets bamboogle,nq --seeds 3 --limit 20
     sesa eval --model Qwen/Qwen3-4B --base-url http://127.0.0.1:8000/v1 --search-backend http \\
         --search-url http://127.0.0.1:9000 --judge http://127.0.0.1:8001/v1 --judge-model Qwen/Qwen3-8B ...
     sesa eval compare evals/base evals/trained          # per-dataset deltas, regressions flagged
     sesa eval compare evals/trained:off evals/trained:on
 
-Settings come from ``--config`` (a run config YAML: its solver_policy, search, solver and judge
+Settings come from ``--config`` (a run config YAML: its solver_policy, search, solver, judge and models
 sections), then the flags; every resolved setting is printed with where it came from. Output:
 ``evals/<name>/records.jsonl``, ``report.md``, ``report.json``. Rerunning a command resumes it.
 """
@@ -161,14 +161,20 @@ def resolve_settings(
     if flags.get("policy.base_url"):
         sections["policy"]["backend"] = "openai"
         sources["policy.backend"] = "flag (--base-url)"
+    models = dict(base.models) if base else {}
     judge = flags.get("judge.kind")
-    if judge is not None:  # --judge none|policy|URL
+    if judge is not None:  # --judge none|policy|URL|a model of the config's models
         if judge.startswith(("http://", "https://")):
             sections["judge"].update(kind="openai", base_url=judge)
         elif judge in ("none", "policy"):
             sections["judge"]["kind"] = judge
+        elif judge in models:
+            sections["judge"].update(kind="model", endpoint=judge)
         else:
-            raise typer.BadParameter(f"--judge {judge!r}: use none, policy or an http(s):// endpoint URL")
+            known = f", a model of --config's models ({', '.join(sorted(models))})" if models else ""
+            raise typer.BadParameter(
+                f"--judge {judge!r}: use none, policy{known} or an http(s):// endpoint URL (with --judge-model)"
+            )
     judge_cfg = JudgeConfig(**sections["judge"])
     policy_cfg = PolicyConfig(**sections["policy"])
     if "name" not in top:
@@ -180,6 +186,7 @@ def resolve_settings(
         search=SearchConfig(**sections["search"]),
         solver=SolverConfig(**sections["solver"]),
         judge=judge_cfg,
+        models=models,
     )
     if settings.judge.timeout_s != judge_cfg.timeout_s:
         sources["judge.timeout_s"] = "eval default for a local policy judge"
@@ -283,10 +290,9 @@ def eval_main(
     judge: Annotated[
         str | None,
         typer.Option(
-            help="'none' (exact match only), 'policy' (the solver model "
-            "judges a miss) or an OpenAI-compatible endpoint URL "
-            "(with --judge-model). Default: the run config's judge "
-            "(policy)."
+            help="'none' (exact match only), a model of --config's `models:` (it judges a miss), an "
+            "OpenAI-compatible endpoint URL (with --judge-model), or 'policy' (the evaluated model grades "
+            "itself; warned). Default: the run config's judge, else exact match."
         ),
     ] = None,
     judge_model: Annotated[str | None, typer.Option(help=_h(_J, "model"))] = None,
@@ -302,7 +308,8 @@ def eval_main(
         typer.Option(
             "--config",
             "-c",
-            help="Run config YAML whose solver_policy, search, solver and judge sections are the defaults.",
+            help="Run config YAML whose solver_policy, search, solver, judge and models sections are the "
+            "defaults.",
         ),
     ] = None,
     overwrite: Annotated[
@@ -364,6 +371,12 @@ def eval_main(
         err_console.print(f"[red]invalid eval settings:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     _print_settings(rows)
+    if settings.judge.kind == "policy":
+        err_console.print(
+            "[yellow]warning:[/] judge 'policy': the evaluated model grades its own answers (a miss it "
+            "judges 'Correct' scores); the paper's protocol uses a fixed judge -- --judge URL --judge-model M, "
+            "a model of --config's models, or none (exact match)"
+        )
 
     def on_start(info: dict) -> None:
         n = sum(info["datasets"].values())

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphs.eval_records import weights_fingerprint
-from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
+from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, SolverConfig
 from tools.config import SearchConfig
 
 BankMode = Literal["off", "on", "placebo"]
@@ -78,8 +78,13 @@ class EvalSettings(BaseModel):
     solver: SolverConfig = Field(default_factory=SolverConfig, description="The solver loop.")
     judge: JudgeConfig = Field(
         default_factory=JudgeConfig,
-        description="Answer scoring (default: exact match, "
-        "else the solver policy as LLM judge, as in the paper's protocol).",
+        description="Answer scoring (default: exact match only; kind 'model' (a fixed model of `models`) "
+        "or 'openai' (an endpoint) adds the paper's LLM judge on a miss; 'policy' lets the evaluated "
+        "model grade itself, warned).",
+    )
+    models: dict[str, EndpointConfig] = Field(
+        default_factory=dict,
+        description="Fixed models by name, from the run config's `models:`; judge kind 'model' names one.",
     )
 
     @model_validator(mode="after")
@@ -94,16 +99,26 @@ class EvalSettings(BaseModel):
                 f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "
                 "directory or a run directory with memory/)"
             )
-        if (
-            self.judge.kind == "policy"
-            and self.policy.backend == "local"
-            and "timeout_s" not in self.judge.model_fields_set
-        ):
-            # judge requests queue behind the solver's batches on a local policy: 30 s would fail them
+        if self.judge.kind == "model" and self.judge.endpoint not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ValueError(
+                f"judge kind 'model' names model {self.judge.endpoint!r}, which is not defined here (models: "
+                f"{known}); pass --config with a run config whose `models:` defines it, or give an endpoint: "
+                "--judge URL --judge-model M"
+            )
+        if self._local_judge() and "timeout_s" not in self.judge.model_fields_set:
+            # judge requests queue behind the solver's batches on a local policy (and a local judge model
+            # shares the CPU with it): 30 s would fail them
             self.judge = self.judge.model_copy(update={"timeout_s": LOCAL_JUDGE_TIMEOUT_S})
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
             raise ValueError(f"eval name {self.name!r}: use letters, digits, '.', '_' and '-' only")
         return self
+
+    def _local_judge(self) -> bool:
+        if self.judge.kind == "policy":
+            return self.policy.backend == "local"
+        serve = self.models[self.judge.endpoint].serve if self.judge.kind == "model" else None
+        return serve is not None and serve.backend == "local"
 
     @property
     def out_dir(self) -> Path:
@@ -129,7 +144,16 @@ class EvalSettings(BaseModel):
             "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),
             "judge": self.judge.model_dump(mode="json", exclude={"timeout_s", "api_key_env"}),
             "top_k": self.top_k,
+            # which model judges decides verdicts: a cached record is reused only under the same one
+            **({"judge_model": self._judge_model()} if self.judge.kind == "model" else {}),
         }
+
+    def _judge_model(self) -> dict[str, Any]:
+        ep = self.models[self.judge.endpoint]
+        if ep.serve is not None:
+            p = ep.serve
+            return {"model": p.model, "weights": weights_fingerprint(p.model), "dtype": p.dtype}
+        return {"base_url": ep.base_url, "model": ep.model, "tokenizer": ep.tokenizer, "api": ep.api}
 
 
 def default_name(model: str) -> str:

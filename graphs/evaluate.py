@@ -1,7 +1,8 @@
 """The evaluation harness: benchmark questions through the solve graph, judged, cached, reported.
 
 What it measures (the paper's protocol): one greedy rollout per question (or ``seeds`` sampled ones),
-at most ``max_turns`` assistant turns, normalized exact match, else an LLM judge; per dataset the mean
+at most ``max_turns`` assistant turns, normalized exact match, else (when one is configured: judge kind
+``model`` or ``openai``) an LLM judge; per dataset the mean
 score, and the unweighted mean of the datasets as the headline. Each bank mode is a row; every mode
 runs the same weights in the same process, side by side:
 
@@ -18,7 +19,8 @@ Caching: every finished question is appended to ``evals/<name>/records.jsonl`` a
 dataset / id / mode / seed, so a killed eval resumes where it stopped; a mode-on/placebo record is reused
 only while the bank gives its question the same skills. Infrastructure failures are not
 results: a rollout that ended ``search_error`` or raised is recorded with status ``error`` and run again
-on resume; a verdict whose LLM judge failed (``judge_unavailable``) is judged again on resume. After
+on resume; a verdict whose LLM judge failed or gave no verdict (``judge_unavailable``) is judged again on
+resume. After
 more than ``max_errors`` such failures, or when the policy endpoint stays down after its retries, the
 eval stops; what finished is kept.
 
@@ -54,7 +56,12 @@ from sesa_graph.config import SolverConfig
 from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
 from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
 from sesa_graph.policy.base import PolicyUnavailableError
-from sesa_graph.policy.factory import make_judge, make_policy, probe_endpoint  # noqa: F401 - part of this module's API
+from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
+    make_fixed_models,
+    make_judge,
+    make_policy,
+    probe_endpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -301,8 +308,10 @@ async def run_tasks(
                 )
             elif res.judge_unavailable > max_errors:
                 abort(
-                    f"{res.judge_unavailable} LLM judgments failed (more than --max-errors {max_errors}): "
-                    "the judge is down or too slow (raise --judge-timeout)"
+                    f"{res.judge_unavailable} LLM judgments failed or gave no verdict (more than --max-errors "
+                    f"{max_errors}): the judge is down, too slow (raise --judge-timeout), or replies without "
+                    "Correct/Wrong (a thinking template spends its few tokens in <think>: set "
+                    "judge.chat_template_kwargs {enable_thinking: false})"
                 )
 
     t0 = time.perf_counter()
@@ -427,8 +436,13 @@ async def evaluate(
     owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
     if owned_policy:
         policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
+    judge_models: dict[str, Any] = {}  # a fixed judge model started here is stopped here
     if judge is None:
-        judge = make_judge(settings.judge, policy)
+        if settings.judge.kind == "model":
+            judge_models = make_fixed_models(
+                settings.models, [settings.judge.endpoint], log_dir=out_dir / "logs"
+            )
+        judge = make_judge(settings.judge, policy, models=judge_models)
     write_json_atomic(
         out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")}
     )
@@ -486,4 +500,6 @@ async def evaluate(
             memories["on"].bank.close()
         if owned_policy:
             getattr(policy, "close", lambda: None)()
+        for client in judge_models.values():
+            getattr(client, "close", lambda: None)()
     return EvalOutcome(settings, run, report, out_dir, setup_s)

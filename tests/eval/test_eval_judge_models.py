@@ -1,0 +1,150 @@
+"""The eval's judge: exact match by default, a fixed model of the run config's `models:` (kind 'model'),
+and the policy grading itself only when asked, with a warning."""
+
+import json
+
+import pytest
+from eval_fakes import ListSearch, ScriptedSolver
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from graphs.eval_cli import resolve_settings
+from graphs.evaluate import EvalSettings, evaluate
+from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig
+from sesa_graph.policy.base import GenerationResult
+
+runner = CliRunner()
+
+RUN_CONFIG = """
+models:
+  judge8b:
+    base_url: http://127.0.0.1:9/v1
+    model: Qwen/Qwen3-8B
+judge:
+  kind: model
+  endpoint: judge8b
+  chat_template_kwargs: {enable_thinking: false}
+distiller: {endpoint: judge8b}
+proposer: {rag_reader: {endpoint: judge8b}}
+"""
+
+
+def test_the_default_judge_is_exact_match():
+    assert EvalSettings(name="x").judge.kind == "none"
+    s, _ = resolve_settings(None, {})
+    assert s.judge.kind == "none" and s.models == {}
+
+
+def test_a_run_configs_models_carry_into_the_eval(tmp_path):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(RUN_CONFIG)
+    s, _ = resolve_settings(cfg, {})
+    assert s.judge.kind == "model" and s.judge.endpoint == "judge8b"
+    assert s.models["judge8b"].model == "Qwen/Qwen3-8B" and "frozen" not in s.models
+    assert s.identity()["judge_model"]["model"] == "Qwen/Qwen3-8B"  # another judge model: no cache reuse
+    cfg.write_text("judge:\n  kind: none\n")
+    s, _ = resolve_settings(cfg, {"judge.kind": "frozen"})  # --judge NAME: a model of the config's models
+    assert (s.judge.kind, s.judge.endpoint) == ("model", "frozen")
+    assert s.judge.timeout_s == 600.0  # the default frozen model is in-process, sharing the CPU
+    assert "judge_model" not in resolve_settings(cfg, {})[0].identity()  # other judges' identity unchanged
+
+
+def test_kind_model_without_models_names_the_fix():
+    with pytest.raises(ValidationError, match="--judge URL --judge-model M"):
+        EvalSettings(name="x", judge=JudgeConfig(kind="model"))
+
+
+@pytest.fixture
+def data(tmp_path):
+    from eval_fakes import write_jsonl
+
+    d = tmp_path / "data"
+    d.mkdir()
+    write_jsonl(
+        d / "alpha.jsonl",
+        [
+            {"id": "a1", "question": "Capital of France? answer: Paris", "golden_answers": ["Paris"]},
+            {"id": "a2", "question": "Capital of Italy? answer: Milan", "golden_answers": ["Rome"]},
+        ],
+    )
+    return d
+
+
+class JudgeModel:
+    """A fixed judge model that says ``reply``; records its requests and whether it was stopped."""
+
+    name, tokenizer = "judge8b", None
+
+    def __init__(self, reply):
+        self.reply, self.requests, self.closed = reply, [], False
+
+    async def generate(self, requests):
+        self.requests += requests
+        return [GenerationResult(self.reply, [], [], [], "eos") for _ in requests]
+
+    def encode_messages(self, m):
+        return [0]
+
+    def encode_text(self, t):
+        return [0]
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize(
+    ("reply", "method", "score"), [("Correct", "llm", 1.0), ("<think>hmm", "judge_unavailable", 0.0)]
+)
+async def test_kind_model_starts_the_judge_model_and_stops_it(
+    monkeypatch, tmp_path, data, reply, method, score
+):
+    judge_model = JudgeModel(reply)
+    started = []
+
+    def fake_fixed(models, names, owner=None, log_dir=None):
+        started.append((dict(models), list(names)))
+        return {"judge8b": judge_model}
+
+    monkeypatch.setattr("graphs.evaluate.make_fixed_models", fake_fixed)
+    s = EvalSettings(
+        name="t",
+        out_root=tmp_path / "evals",
+        data_dir=data,
+        judge=JudgeConfig(kind="model", endpoint="judge8b"),
+        models={"judge8b": EndpointConfig(serve=PolicyConfig(model="m"))},
+    )
+    out = await evaluate(s, policy=ScriptedSolver(), search=ListSearch())
+    assert started and started[0][1] == ["judge8b"] and judge_model.closed
+    recs = {r["id"]: r for r in map(json.loads, (out.out_dir / "records.jsonl").read_text().splitlines())}
+    assert recs["a1"]["judge_method"] == "exact"
+    assert (recs["a2"]["judge_method"], recs["a2"]["score"]) == (method, score)
+    assert len(judge_model.requests) == 1  # only the miss
+
+
+def test_judge_policy_is_warned(tmp_path, data, monkeypatch):
+    import typer
+
+    from graphs.eval_cli import eval_app
+
+    monkeypatch.setattr(
+        "graphs.evaluate.make_policy", lambda cfg, tokenizer=None, log_path=None: ScriptedSolver()
+    )
+    monkeypatch.setattr("tools.backends.make_backend", lambda cfg: ListSearch())
+    parent = typer.Typer()
+    parent.add_typer(eval_app, name="eval")
+    parent.command()(lambda: None)
+    args = [
+        "eval",
+        "--data-dir",
+        str(data),
+        "--out-root",
+        str(tmp_path),
+        "--no-progress",
+        "--judge",
+        "policy",
+    ]
+    res = runner.invoke(parent, args)
+    assert res.exit_code == 0, res.output
+    assert "the evaluated model grades its own answers" in " ".join(res.output.split())
+    res = runner.invoke(parent, [*args[:-1], "none"])
+    assert "grades its own" not in res.output
