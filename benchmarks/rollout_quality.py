@@ -110,12 +110,13 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
     import dataclasses
 
     from graphs.propose import ProposeContext, propose
-    from sesa_graph.config import ProposerConfig
+    from sesa_graph.config import load_config
     from sesa_graph.nodes.agent_loop import proposer_spec
     from sesa_graph.targets import build_embedded_pool, sample_targets
 
-    cfg = ProposerConfig(rag_check=False)
-    spec = dataclasses.replace(proposer_spec(cfg), temperature=0.0)
+    run = load_config(None)  # the default run's proposer budgets
+    cfg = run.proposer.model_copy(update={"rag_check": False})
+    spec = dataclasses.replace(proposer_spec(cfg, run.solver.search_k, run.solver.doc_chars), temperature=0.0)
     ctx = ProposeContext(policy=policy, search=search, spec=spec, seed=seed, checks=cfg, judge=None)
     targets = sample_targets(build_embedded_pool(seed=seed), n, step=0, seed=seed)
     t = time.perf_counter()

@@ -32,7 +32,8 @@ def propose_context() -> Any:
     from sesa_graph.nodes.agent_loop import proposer_spec
 
     cfg, policy, search = _parts()
-    return ProposeContext(policy, search, proposer_spec(cfg.proposer), checks=cfg.proposer, judge=policy)
+    spec = proposer_spec(cfg.proposer, cfg.solver.search_k, cfg.solver.doc_chars)
+    return ProposeContext(policy, search, spec, checks=cfg.proposer, judge=policy)
 
 
 def selfplay_context() -> Any:

@@ -365,14 +365,16 @@ def propose(
 
     from graphs.propose import ProposeContext
     from graphs.propose import propose as run_propose
-    from sesa_graph.config import ProposerConfig
+    from sesa_graph.config import load_config
     from sesa_graph.nodes.agent_loop import proposer_spec
 
     if not target.strip():
         raise typer.BadParameter("the target is empty")
     policy, search, _ = _rollout_parts(model, 4, corpus, engine, base_url)
-    pc = ProposerConfig()
-    ctx = ProposeContext(policy, search, proposer_spec(pc), checks=pc, judge=policy)
+    cfg = load_config(None)  # the default run's proposer budgets and checks (its RAG check is off on CPU)
+    pc = cfg.proposer
+    spec = proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars)
+    ctx = ProposeContext(policy, search, spec, checks=pc, judge=policy)
     try:
         state = asyncio.run(run_propose(target, hops, ctx))
     finally:

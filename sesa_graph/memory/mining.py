@@ -80,7 +80,7 @@ def mine(
         guided_weight=config.priority_guided_weight,
         repeat_weight=config.priority_repeat_weight,
     )
-    queue.add(records)
+    queue.add(records, frontier_only=config.failure_source == "frontier")
     against = load_seeds(config.seeds_file)[1] if against is None else against
     matrix = (
         encoder.encode_documents([s.embed_text() for s in against])
