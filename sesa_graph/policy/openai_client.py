@@ -33,6 +33,7 @@ class OpenAIPolicy:
         retries: int = 4,
         backoff_s: float = 1.0,
         max_concurrency: int = 64,
+        max_context: int | None = None,
     ) -> None:
         from openai import AsyncOpenAI
         from transformers import AutoTokenizer
@@ -47,6 +48,9 @@ class OpenAIPolicy:
         )  # our own retry loop names the URL at the end
         self.retries = retries
         self.backoff_s = backoff_s
+        # the server's prompt + completion limit: a turn asks for no more than fits, and a rollout already at
+        # the limit gets an empty 'length' turn instead of an HTTP 400 that would stop the run
+        self.max_context = max_context
         self.max_concurrency = max_concurrency
         # A semaphore and an HTTP connection pool belong to the event loop that first used them, and every
         # self-play step runs under a fresh `asyncio.run`: one of each per loop.
@@ -76,10 +80,15 @@ class OpenAIPolicy:
             list(r.prompt_ids) if r.prompt_ids is not None else self.encode_messages(r.messages or [])
         )
         s = r.sampling
+        max_tokens = s.max_tokens
+        if self.max_context is not None:
+            max_tokens = min(max_tokens, self.max_context - len(prompt_ids))
+            if max_tokens <= 0:
+                return GenerationResult("", [], [], prompt_ids, "length")
         kwargs: dict[str, Any] = {
             "model": self.name,
             "prompt": prompt_ids,
-            "max_tokens": s.max_tokens,
+            "max_tokens": max_tokens,
             "temperature": max(s.temperature, 0.0),
             "top_p": s.top_p,
             "logprobs": 0,

@@ -403,6 +403,7 @@ class ServedPolicy(OpenAIPolicy):
             tokenizer=tokenizer,
             timeout_s=timeout_s,
             retries=retries,
+            max_context=server.spec.max_model_len,
         )
         self.server = server
 

@@ -39,3 +39,19 @@ def test_dead_endpoint_is_retried_then_named():
     client = OpenAIPolicy(f"http://127.0.0.1:{port}/v1", "embedded", retries=2, backoff_s=0.01, timeout_s=2)
     with pytest.raises(PolicyUnavailableError, match=f"127.0.0.1:{port}"):
         asyncio.run(client.generate([GenerationRequest(prompt_ids=[1, 2, 3])]))
+
+
+def test_a_turn_never_asks_for_more_than_the_server_context(local_policy):
+    from sesa_graph.policy.openai_client import OpenAIPolicy
+    from sesa_graph.policy.serve import build_app
+    from tools.server import running_app
+
+    prompt = local_policy.encode_messages([{"role": "user", "content": "Count: one two three four"}])
+    sp = SamplingParams(max_tokens=64, temperature=0)
+    with running_app(build_app(local_policy)) as url:
+        client = OpenAIPolicy(f"{url}/v1", "embedded", retries=0, max_context=len(prompt) + 3)
+        (short,) = asyncio.run(client.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)]))
+        full = OpenAIPolicy(f"{url}/v1", "embedded", retries=0, max_context=len(prompt))
+        (none,) = asyncio.run(full.generate([GenerationRequest(prompt_ids=prompt, sampling=sp)]))
+    assert len(short.token_ids) <= 3
+    assert none.token_ids == [] and none.finish_reason == "length"  # no request that would be a 400
