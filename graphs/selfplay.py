@@ -13,6 +13,7 @@ no path to them.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -320,9 +321,24 @@ def collect(
         "solver_status": dict(statuses),
         "search_errors": statuses.get("search_error", 0),
         "judge_unavailable": judge.unavailable_count,
+        "judge_methods": dict(
+            Counter(json.loads(t.verdict_json)["method"] for t in solver if t.verdict_json)
+        ),
+        "proposals_by_hops": _by_hops(proposer),
+        "proposal_searches": dict(sorted(Counter(str(t.n_searches) for t in proposer).items())),
         "failures": len(failures),
     }
     return StepOutput(list(finals), proposer, solver, failures, outcomes, metrics)
+
+
+def _by_hops(proposer: list[Trajectory]) -> dict[str, dict[str, int]]:
+    """Valid and total proposals per hop count."""
+    out: dict[str, dict[str, int]] = {}
+    for t in proposer:
+        row = out.setdefault(str(t.hops), {"valid": 0, "total": 0})
+        row["valid"] += int(bool(t.valid))
+        row["total"] += 1
+    return dict(sorted(out.items()))
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -330,6 +346,4 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def _json(obj: Any) -> str:
-    import json
-
     return json.dumps(obj)

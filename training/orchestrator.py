@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,8 @@ class Orchestrator:
                 seed=cfg.seed,
                 checks=pc,
                 judge=rag_reader,
+                # 'random' distractors: documents found for other targets, unrelated to the question
+                distractor_queries=[t.answer for t in self.pool],
             ),
             solver=RolloutContext(self.solver_policy, self.search, solver_spec(cfg.solver), seed=None),
             judge=self.judge,
@@ -365,6 +368,9 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
         k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
         for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}
     }
+    m["judge_methods"] = dict(
+        Counter(a.metrics.get("judge_methods", {})) + Counter(b.metrics.get("judge_methods", {}))
+    )
     m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
     m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
     m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])

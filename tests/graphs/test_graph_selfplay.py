@@ -68,6 +68,10 @@ def test_step_records_rewards_and_failures(ctx):
     assert len(out.outcomes) == 5 and sum(c for _, c, _ in out.outcomes) == 2
     # wrong answers without a search are not queued as failures (nothing to learn about searching)
     assert out.failures == []
+    # what the GPU smoke run reports: validity by hop count, searches a proposal, how verdicts were reached
+    assert m["proposals_by_hops"] == {"1": {"valid": 1, "total": 2}}
+    assert m["proposal_searches"] == {"0": 1, "1": 1}
+    assert m["judge_methods"] == {"exact": 5}
 
 
 def test_only_the_solver_sees_skills(ctx):
