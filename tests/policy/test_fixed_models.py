@@ -391,7 +391,10 @@ ITEMS = [
 
 @pytest.mark.slow
 def test_a_thinking_template_judge_is_unavailable_not_wrong(thinking_policy):
-    judge = factory.make_judge(JudgeConfig(kind="model"), policy=None, models={"frozen": thinking_policy})
+    # a slow, shared CPU must not turn the verdicts into timeouts (also judge_unavailable, but raw None)
+    judge = factory.make_judge(
+        JudgeConfig(kind="model", timeout_s=600), policy=None, models={"frozen": thinking_policy}
+    )
     verdicts = asyncio.run(judge.judge_many(ITEMS))
     # 16 tokens spent inside the template's <think>: no verdict, the exact-match miss stands, counted
     assert [v.method for v in verdicts] == ["judge_unavailable"] * 3, [v.raw for v in verdicts]
@@ -399,7 +402,7 @@ def test_a_thinking_template_judge_is_unavailable_not_wrong(thinking_policy):
     assert judge.unavailable_count == 3
 
     judge = factory.make_judge(
-        JudgeConfig(kind="model", chat_template_kwargs={"enable_thinking": False}),
+        JudgeConfig(kind="model", chat_template_kwargs={"enable_thinking": False}, timeout_s=600),
         policy=None,
         models={"frozen": thinking_policy},
     )
