@@ -227,3 +227,33 @@ def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
     time.sleep(1)
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_fixed_model_served_by_vllm_judges_and_stops(tmp_path):
+    """A config's `models: {NAME: {serve: {backend: vllm}}}`: its own vLLM server, a thinking template switched
+    off for the judge role, stopped with its client."""
+    from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig
+    from sesa_graph.policy.factory import make_fixed_models, make_judge
+    from tests.policy.thinking_model import thinking_model_dir
+
+    model = thinking_model_dir(tmp_path / "thinking")
+    serve = PolicyConfig(model=str(model), backend="vllm", cpu_bind="0-1", max_model_len=2048)
+    fixed = make_fixed_models({"fixed": EndpointConfig(serve=serve)}, ["fixed"], log_dir=tmp_path)
+    server = fixed["fixed"].server
+    try:
+        kinds = {}
+        for kwargs in ({}, {"enable_thinking": False}):
+            judge = make_judge(
+                JudgeConfig(kind="model", endpoint="fixed", chat_template_kwargs=kwargs, timeout_s=120),
+                policy=None,
+                models=fixed,
+            )
+            (v,) = asyncio.run(
+                judge.judge_many([("Who composed Salome?", "R. Strauss", ["Richard Strauss"])])
+            )
+            kinds[bool(kwargs)] = (v.method, v.raw)
+    finally:
+        fixed["fixed"].close()
+    assert {k: method for k, (method, _) in kinds.items()} == {False: "judge_unavailable", True: "llm"}, kinds
+    assert kinds[False][1].startswith("<think>")  # thinking ate the judge's 16 tokens
+    assert server.proc.poll() is not None

