@@ -148,6 +148,15 @@ def resolve_settings(
         "judge": base.judge.model_dump(exclude_unset=True) if base else {},
     }
     sources = {f"{sec}.{k}": src_cfg for sec, d in sections.items() for k in d}
+    if base is None:  # the solver loop as the model was trained: its run's config, else the default run's
+        run_cfg = _run_config_of(flags.get("policy.model"))
+        sections["solver"] = load_config(run_cfg).solver.model_dump(exclude_unset=True)
+        src = (
+            f"config {run_cfg} (the model's run)"
+            if run_cfg
+            else "config configs/tiny-cpu.yaml (the default run)"
+        )
+        sources.update({f"solver.{k}": src for k in sections["solver"]})
     top: dict[str, Any] = {}
     for key, value in flags.items():
         if value is None:
@@ -198,6 +207,15 @@ def resolve_settings(
         else:
             rows.append((key, repr(value), sources.get(key, "default")))
     return settings, rows
+
+
+def _run_config_of(model: str | None) -> Path | None:
+    """``runs/NAME/config.yaml`` for a model given as a run's ``policies/<role>`` directory, else None."""
+    if not model:
+        return None
+    path = Path(model)
+    cfg = path.parent.parent / "config.yaml"
+    return cfg if path.parent.name == "policies" and cfg.is_file() else None
 
 
 def _print_settings(rows: list[tuple[str, str, str]]) -> None:

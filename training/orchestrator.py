@@ -140,7 +140,7 @@ class Orchestrator:
 
     def servers_dead(self) -> str | None:
         """A message naming a policy server that has exited (None while all run or none is ours)."""
-        for policy in (self.solver_policy, self.proposer_policy):
+        for policy in (self.solver_policy, self.proposer_policy, *self.fixed.values()):
             if (msg := getattr(policy, "dead", lambda: None)()) is not None:
                 return msg
         return None

@@ -46,22 +46,40 @@ def micro_batches(batch: int, micro: int) -> tuple[int, int]:
     return size, batch // size
 
 
-def rows_for_training(df: Any, expected: int, role: str, step: int) -> dict[str, list]:
-    """The rollout_func output of one step's shard (selected rows, in group order)."""
+def rows_for_training(
+    df: Any, expected: int, role: str, step: int, max_completion_length: int | None = None
+) -> dict[str, list]:
+    """The rollout_func output of one step's shard (selected rows, in group order). A completion longer than
+    ``max_completion_length`` (injected documents count) is trained on its first that many tokens: the
+    trainer's memory grows with sequence length, and TRL would cap a completion it generated itself there."""
     if "selected" in df.columns:
         df = df[df["selected"]]
     if len(df) != expected:
         raise RuntimeError(
             f"step {step}: {len(df)} {role} rollouts selected, the trainer's batch is {expected}"
         )
-    env_masks = []
-    for mask, trainable in zip(df["env_mask"], df["trainable"]):
-        mask = [int(x) for x in mask]
+    cut = max_completion_length or None
+    env_masks, completions, logprobs, truncated = [], [], [], 0
+    for mask, trainable, ids, lps in zip(
+        df["env_mask"], df["trainable"], df["completion_ids"], df["logprobs"]
+    ):
+        truncated += cut is not None and len(ids) > cut
+        mask = [int(x) for x in mask[:cut]]
         env_masks.append(mask if trainable else [0] * len(mask))  # e.g. search_error: kept in shape, no loss
+        completions.append([int(x) for x in ids[:cut]])
+        logprobs.append([float(x) for x in lps[:cut]])
+    if truncated:
+        log.warning(
+            "step %d: %d %s completions longer than train.max_completion_length=%d were cut to it",
+            step,
+            truncated,
+            role,
+            cut,
+        )
     return {
         "prompt_ids": [[int(x) for x in v] for v in df["prompt_ids"]],
-        "completion_ids": [[int(x) for x in v] for v in df["completion_ids"]],
-        "logprobs": [[float(x) for x in v] for v in df["logprobs"]],
+        "completion_ids": completions,
+        "logprobs": logprobs,
         "env_mask": env_masks,
         "reward": [float(r) for r in df["reward"]],
     }
@@ -202,7 +220,9 @@ def main(argv: list[str] | None = None) -> None:
             cfg.train.wait_timeout_s,
             alive=orchestrator_gone,
         )
-        out = rows_for_training(store.read(step, role), len(prompts), role, step)
+        out = rows_for_training(
+            store.read(step, role), len(prompts), role, step, cfg.train.max_completion_length
+        )
         return out
 
     dataset = Dataset.from_dict({"prompt": [f"{role} self-play"] * (batch * cfg.train.steps)})

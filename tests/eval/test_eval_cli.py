@@ -167,3 +167,22 @@ def test_dead_endpoint_at_start(app, tmp_path, data_dir):
     )
     assert res.exit_code == 1
     assert "does not answer" in " ".join(res.output.split())
+
+
+def test_solver_budgets_default_to_the_models_run_or_the_default_run(tmp_path):
+    from sesa_graph.config import load_config
+
+    s, rows = resolve_settings(None, {})
+    default = load_config(None).solver
+    assert (s.solver.max_turns, s.solver.max_total_tokens, s.solver.doc_chars) == (
+        default.max_turns,
+        default.max_total_tokens,
+        default.doc_chars,
+    )
+    assert {k: src for k, _, src in rows}["solver.max_turns"].endswith("(the default run)")
+    run = tmp_path / "runs" / "r"
+    (run / "policies" / "solver").mkdir(parents=True)
+    (run / "config.yaml").write_text("solver:\n  max_turns: 7\n  doc_chars: 300\n")
+    s, rows = resolve_settings(None, {"policy.model": str(run / "policies" / "solver")})
+    assert (s.solver.max_turns, s.solver.doc_chars) == (7, 300)
+    assert "(the model's run)" in {k: src for k, _, src in rows}["solver.doc_chars"]

@@ -56,7 +56,10 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
     cfg["train"].update(
         steps=2,
         targets_per_step=4,
-        questions_per_step=2,
+        questions_per_step=1,
+        # the CPU trainers' memory grows with sequence length (one ~8k-token proposal took a trainer to 9 GB and
+        # the run past this machine's 23 GiB): train on the first 1024 completion tokens, as tiny-cpu does
+        max_completion_length=1024,
         rollout_concurrency=8,
         micro_batch_size=1,
         trainer_threads=2,
@@ -94,14 +97,9 @@ def _serve(args: list[str], log: Path, ready_url: str):
 @pytest.fixture
 def search_server(tmp_path):
     port = free_port()
-    yield from (
-        port
-        for _ in _serve(
-            ["search", "serve", "--port", str(port)],
-            tmp_path / "search.log",
-            f"http://127.0.0.1:{port}/status",
-        )
-    )
+    args = ["search", "serve", "--port", str(port)]
+    with _serve(args, tmp_path / "search.log", f"http://127.0.0.1:{port}/status"):
+        yield port
 
 
 @pytest.fixture

@@ -57,6 +57,9 @@ def test_rows_for_training_masks_untrainable_and_checks_size(tmp_path):
     assert out["env_mask"][0] == [1, 0, 1] and out["env_mask"][1] == [0, 0, 0]  # search_error: no loss
     with pytest.raises(RuntimeError, match="batch is 5"):
         rows_for_training(store.read(1, "solver"), 5, "solver", 1)
+    cut = rows_for_training(store.read(1, "solver"), 2, "solver", 1, max_completion_length=2)
+    assert [len(c) for c in cut["completion_ids"]] == [2, 2] and cut["env_mask"][0] == [1, 0]
+    assert [len(lp) for lp in cut["logprobs"]] == [2, 2]
 
 
 def test_select_groups_prefers_fresh_complete_groups():
