@@ -99,6 +99,13 @@ class Orchestrator:
             rag_reader = role_client(
                 "rag_reader", ref.endpoint, ref.chat_template_kwargs, self.fixed, self.solver_policy
             )
+        # who does each fixed role, for people and tests: a key of `models:`, 'policy' (warned) or nothing
+        roles = {
+            "judge": {"none": None, "model": cfg.judge.endpoint}.get(cfg.judge.kind, cfg.judge.kind),
+            "distiller": cfg.distiller.endpoint if distiller is not None else None,
+            "rag_reader": cfg.proposer.rag_reader.endpoint if rag_reader is not None else None,
+        }
+        (self.run_dir / "roles.json").write_text(json.dumps(roles, indent=1) + "\n")
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
         self.memory = opener(bank_dir, cfg.memory, distiller=distiller)

@@ -381,11 +381,10 @@ def thinking_policy():
         yield LocalPolicy(str(thinking_model_dir(Path(tmp) / "thinking")), threads=2)
 
 
-# near misses the warm model judges when it does not think (it is a weak judge: it says Correct)
+# near misses the embedded model judges when it does not think (it is a weak judge: it says Correct)
 ITEMS = [
     ("Who composed Salome?", "R. Strauss", ["Richard Strauss"]),
     ("Who painted the Mona Lisa?", "Leonardo", ["Leonardo da Vinci"]),
-    ("Which country is Paris in?", "the French Republic", ["France"]),
 ]
 
 
@@ -397,9 +396,9 @@ def test_a_thinking_template_judge_is_unavailable_not_wrong(thinking_policy):
     )
     verdicts = asyncio.run(judge.judge_many(ITEMS))
     # 16 tokens spent inside the template's <think>: no verdict, the exact-match miss stands, counted
-    assert [v.method for v in verdicts] == ["judge_unavailable"] * 3, [v.raw for v in verdicts]
+    assert [v.method for v in verdicts] == ["judge_unavailable"] * 2, [v.raw for v in verdicts]
     assert all(v.raw.startswith("<think>") and v.score == 0.0 for v in verdicts)
-    assert judge.unavailable_count == 3
+    assert judge.unavailable_count == 2
 
     judge = factory.make_judge(
         JudgeConfig(kind="model", chat_template_kwargs={"enable_thinking": False}, timeout_s=600),
@@ -407,7 +406,7 @@ def test_a_thinking_template_judge_is_unavailable_not_wrong(thinking_policy):
         models={"frozen": thinking_policy},
     )
     verdicts = asyncio.run(judge.judge_many(ITEMS))
-    assert [v.method for v in verdicts] == ["llm"] * 3, [v.raw for v in verdicts]
+    assert [v.method for v in verdicts] == ["llm"] * 2, [v.raw for v in verdicts]
     assert judge.unavailable_count == 0
     # and the prompt really differs only by the template's switch
     msgs = [{"role": "user", "content": "hi"}]

