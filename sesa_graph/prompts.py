@@ -66,7 +66,6 @@ SKILL_TEMPLATES = " Try: {templates}"
 
 SKILL_FIELD_MAX_CHARS = 160
 SKILL_MAX_TEMPLATES = 2
-SKILLS_MAX_CHARS = 900  # about 250 tokens: 3 skills fit, and a long bank cannot crowd out the question
 
 
 class SkillText(NamedTuple):
@@ -98,7 +97,7 @@ def render_skill(index: int, skill: SkillText | tuple) -> str:
     return escape(line)
 
 
-def render_skills(skills: Sequence[SkillText | tuple], max_chars: int = SKILLS_MAX_CHARS) -> str:
+def render_skills(skills: Sequence[SkillText | tuple], max_chars: int) -> str:
     """A numbered block of skills, most relevant first, at most ``max_chars`` long ("" when none fit).
 
     Skills that would overflow the budget are dropped whole rather than cut mid-sentence.
