@@ -24,7 +24,12 @@ class SearchConfig(BaseModel):
         "shipped in a wheel) or the path of a wiki-18-style JSONL file "
         '({"id": ..., "contents": "\\"Title\\"\\ntext"} per line).',
     )
-    k: int = Field(3, ge=1, description="Documents returned per query.")
+    k: int = Field(
+        3,
+        ge=1,
+        description="Documents per query for `sesa search` and the default of `sesa search serve`; rollouts use "
+        "solver.search_k.",
+    )
     url: str = Field(
         "http://127.0.0.1:8000",
         description="Base URL of the retrieval server for the http backend (the client POSTs to "
