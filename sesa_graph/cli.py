@@ -388,7 +388,7 @@ def propose(
 def build_app() -> typer.Typer:
     """Add the commands that live in upper layers (graphs, training); imported here, not at module level,
     so this module only imports down."""
-    from graphs.eval_cli import eval_app
+    from sesa_eval.cli import eval_app
     from training.warmup import warmup_command
 
     if not getattr(app, "_sesa_full", False):

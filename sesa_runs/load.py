@@ -20,7 +20,7 @@ What a run directory holds (written by ``training``): ``config.yaml`` (first), `
 per committed step), ``trajectories/step-NNNNN/{proposer,solver}.parquet``, ``bank/`` (``skills.jsonl``,
 ``snapshots/vNNNN.jsonl`` + ``vNNNN.report.json``, ``state.json``) and, once finished, ``summary.json``.
 A step counts as committed once its metrics line is written (the shards are written before it).
-An eval directory (``graphs/evaluate.py``) holds ``eval.json``, ``records.jsonl`` and ``report.json``.
+An eval directory (``sesa_eval/harness.py``) holds ``eval.json``, ``records.jsonl`` and ``report.json``.
 
 Rollouts of both sources come as one DataFrame schema (:data:`COLUMNS`); ``id`` is what
 :meth:`Run.trace` / :meth:`Eval.trace` and ``sesa trace --rollout`` take: ``role/step/question_id/sample``
@@ -321,7 +321,7 @@ class Run:
 
 
 class Eval:
-    """An eval directory (``graphs/evaluate.py``). Make one with :func:`open_eval`."""
+    """An eval directory (``sesa_eval/harness.py``). Make one with :func:`open_eval`."""
 
     kind = "eval"
 

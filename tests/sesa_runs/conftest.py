@@ -1,6 +1,6 @@
 """A tiny training run and a tiny eval, written by the project's own writers (TrajectoryStore + Trajectory
 records, the real SkillBank with a hashing encoder, metrics lines as the orchestrator writes them,
-graphs.evaluate's RecordStore / make_record / build_report), so every reader is tested against the real
+sesa_eval's RecordStore / make_record / build_report), so every reader is tested against the real
 schema. Built once per session; the tests only read them (report tests write plots/ and report.html).
 
 The run ``tiny`` has steps 0-3 committed and step 4 written but not committed (a run in progress), a
@@ -329,10 +329,10 @@ def build_run(root: Path, name: str = "tiny") -> Path:
 
 
 def build_eval(root: Path, bank_dir: Path, name: str = "tiny-eval") -> Path:
-    """Two datasets x modes off/on; records through graphs.evaluate's writer, report.json by build_report."""
-    from graphs.eval_data import EvalQuestion
-    from graphs.eval_report import build_report, write_report
-    from graphs.evaluate import EvalSettings, RecordStore, Task, make_record
+    """Two datasets x modes off/on; records through sesa_eval's writer, report.json by build_report."""
+    from sesa_eval.datasets import EvalQuestion
+    from sesa_eval.harness import EvalSettings, RecordStore, Task, make_record
+    from sesa_eval.report import build_report, write_report
     from sesa_graph.nodes.judge import Verdict
 
     settings = EvalSettings(

@@ -4,13 +4,13 @@ import math
 
 import pytest
 
-from graphs.eval_report import (
+from sesa_eval.harness import EvalSettings
+from sesa_eval.report import (
     aggregate,
     build_report,
     fmt_cell,
     render_markdown,
 )
-from graphs.evaluate import EvalSettings
 
 
 def rec(ds, qid, mode="off", seed=None, score=0.0, em=None, f1=None, status="answered"):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from graphs.eval_compare import CompareError, compare_reports, render_comparison
-from graphs.eval_paired import paired_intervals
-from graphs.eval_report import fmt_delta
+from sesa_eval.compare import CompareError, compare_reports, render_comparison
+from sesa_eval.paired import paired_intervals
+from sesa_eval.report import fmt_delta
 
 
 def _write_report(tmp_path, name, cells, modes=("off",), std=None, n=100):
@@ -171,7 +171,7 @@ def test_a_delta_that_rounds_to_zero_keeps_its_sign():
 
 
 def test_a_corrupt_records_line_is_an_error_naming_the_file_and_line(tmp_path):
-    from graphs.evaluate import EvalError
+    from sesa_eval.harness import EvalError
 
     d = _write_report(tmp_path, "run", {"nq": 100.0}, modes=("off", "on"))
     (d / "records.jsonl").write_text(json.dumps(_rec("nq", 1, "off", 1.0)) + "\nnot json\n")

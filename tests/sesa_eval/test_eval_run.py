@@ -6,7 +6,7 @@ import pytest
 from eval_fakes import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
 from pydantic import ValidationError
 
-from graphs.evaluate import EvalError, EvalSettings, RecordStore, evaluate
+from sesa_eval.harness import EvalError, EvalSettings, RecordStore, evaluate
 from sesa_graph.config import SolverConfig
 from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.base import GenerationResult
@@ -341,7 +341,7 @@ async def test_interrupt_keeps_records_and_reports(tmp_path, data_dir):
 def test_retrained_weights_change_the_identity(tmp_path):
     import os
 
-    from graphs.eval_records import weights_fingerprint
+    from sesa_eval.records import weights_fingerprint
 
     d = tmp_path / "ckpt"
     d.mkdir()

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.eval_records import RECORDS, RETRY_STATUSES, complete_length, parse_records
+from sesa_eval.records import RECORDS, RETRY_STATUSES, complete_length, parse_records
 
 LEVEL = 0.95
 

@@ -2,7 +2,7 @@
 
 A delta alone cannot tell a regression from noise: 300 questions at a 2% score move by a point when
 two answers flip. When both evals' records are at hand and they ran the same questions, every delta gets
-a paired bootstrap 95% interval over those questions (:mod:`graphs.eval_paired`), and a regression whose
+a paired bootstrap 95% interval over those questions (:mod:`sesa_eval.paired`), and a regression whose
 interval holds 0 is marked as not significant. With seeds on both sides, a delta within the combined
 seed std is marked as within seed noise.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphs.eval_data import display_name, order_datasets
-from graphs.eval_paired import paired_intervals, read_records
-from graphs.eval_report import METRIC_TITLES, METRICS, fmt_cell, fmt_delta
+from sesa_eval.datasets import display_name, order_datasets
+from sesa_eval.paired import paired_intervals, read_records
+from sesa_eval.report import METRIC_TITLES, METRICS, fmt_cell, fmt_delta
 
 
 class CompareError(ValueError):

@@ -5,7 +5,7 @@ import json
 import pytest
 from eval_fakes import BENCHMARKS, write_jsonl
 
-from graphs.eval_data import (
+from sesa_eval.datasets import (
     DatasetError,
     EvalQuestion,
     check_contamination,

@@ -26,8 +26,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from graphs.eval_config import EvalSettings, default_name
-from graphs.eval_data import display_name
+from sesa_eval.datasets import display_name
+from sesa_eval.progress import EvalProgress
+from sesa_eval.settings import EvalSettings, default_name
 from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
 from tools.config import SearchConfig
 
@@ -57,74 +58,6 @@ def _h(fields: dict, name: str, extra: str = "") -> str:
 
 def _csv(value: str | None) -> list[str] | None:
     return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
-
-
-# ---- progress --------------------------------------------------------------------------------------------
-
-
-class EvalProgress:
-    """A rich progress bar per dataset (done / total, elapsed, ETA) with running judge scores per mode."""
-
-    def __init__(self, console: Console, enabled: bool = True) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("[bold]{task.description:<10}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[scores]}"),
-            console=console,
-            disable=not enabled,
-            transient=False,
-        )
-        self.tasks: dict[str, Any] = {}
-        self.sums: dict[tuple[str, str], list[float]] = {}
-        self.modes: list[str] = []
-
-    def start(self, data: dict, modes: list[str], n_seeds: int, cached: dict[str, int], store: Any) -> None:
-        self.modes = list(modes)
-        ids = {(ds, q.id) for ds, qs in data.items() for q in qs}
-        for rec in store.latest.values():
-            if (rec["dataset"], rec["id"]) in ids and rec["mode"] in modes and rec.get("status") != "error":
-                self._add(rec)
-        for ds, qs in data.items():
-            self.tasks[ds] = self.progress.add_task(
-                display_name(ds),
-                total=len(qs) * len(modes) * n_seeds,
-                completed=cached.get(ds, 0),
-                scores=self._scores(ds),
-            )
-        self.progress.start()
-
-    def _add(self, rec: dict) -> None:
-        s = self.sums.setdefault((rec["dataset"], rec["mode"]), [0.0, 0])
-        s[0] += float(rec.get("score") or 0.0)
-        s[1] += 1
-
-    def _scores(self, ds: str) -> str:
-        parts = []
-        for m in self.modes:
-            s = self.sums.get((ds, m))
-            parts.append(f"{m} {100 * s[0] / s[1]:.1f}" if s and s[1] else f"{m} –")
-        return "  ".join(parts)
-
-    def update(self, rec: dict) -> None:
-        if rec.get("status") != "error":
-            self._add(rec)
-        self.progress.update(self.tasks[rec["dataset"]], advance=1, scores=self._scores(rec["dataset"]))
-
-    def stop(self) -> None:
-        self.progress.stop()
 
 
 # ---- settings resolution ---------------------------------------------------------------------------------
@@ -229,7 +162,7 @@ def _print_settings(rows: list[tuple[str, str, str]]) -> None:
 
 
 def print_report(report: dict) -> None:
-    from graphs.eval_report import METRIC_TITLES, METRICS, metric_table
+    from sesa_eval.report import METRIC_TITLES, METRICS, metric_table
 
     for metric in METRICS:
         rows = metric_table(report, metric)
@@ -344,10 +277,10 @@ def eval_main(
     )
     from pydantic import ValidationError
 
-    from graphs.eval_data import DatasetError
-    from graphs.evaluate import EvalError, evaluate
+    from sesa_eval.datasets import DatasetError
+    from sesa_eval.harness import EvalError, evaluate
     from sesa_graph.config import ConfigError
-    from sesa_graph.memory.bank import BankError
+    from sesa_graph.memory.bank_layout import BankError
     from sesa_graph.policy.base import PolicyUnavailableError
     from tools.assets import MissingAssetError
 
@@ -413,7 +346,7 @@ def eval_main(
     bar = EvalProgress(console, enabled=progress)
     policy = None
     if settings.policy.backend == "openai" and tokenizer:
-        from graphs.evaluate import make_policy
+        from sesa_eval.harness import make_policy
 
         policy = make_policy(settings.policy, tokenizer=tokenizer)
     try:
@@ -470,9 +403,9 @@ def compare(
     ] = False,
 ) -> None:
     """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
-    from graphs.eval_compare import CompareError, compare_reports
-    from graphs.eval_records import EvalError
-    from graphs.eval_report import METRICS
+    from sesa_eval.compare import CompareError, compare_reports
+    from sesa_eval.records import EvalError
+    from sesa_eval.report import METRICS
 
     metrics = list(METRICS) if metric == "all" else [metric]
     regressed = False
@@ -490,8 +423,8 @@ def compare(
 
 
 def _print_comparison(c: Any) -> None:
-    from graphs.eval_compare import flag_text, fmt_ci
-    from graphs.eval_report import METRIC_TITLES, fmt_cell, fmt_delta
+    from sesa_eval.compare import flag_text, fmt_ci
+    from sesa_eval.report import METRIC_TITLES, fmt_cell, fmt_delta
 
     t = Table(
         title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",

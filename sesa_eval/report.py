@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from graphs.eval_data import display_name
-from graphs.eval_paired import paired_intervals
+from sesa_eval.datasets import display_name
+from sesa_eval.paired import paired_intervals
 
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}

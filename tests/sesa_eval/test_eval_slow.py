@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from eval_fakes import BENCHMARKS, USER_SESA_HOME
 
-from graphs.evaluate import EvalSettings, evaluate
+from sesa_eval.harness import EvalSettings, evaluate
 from sesa_graph.config import JudgeConfig, SolverConfig
 
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphs.eval_config import EvalSettings
-from graphs.eval_data import EvalQuestion, hygiene_report, load_datasets
-from graphs.eval_records import (
+from graphs.solve import solve
+from sesa_eval.datasets import EvalQuestion, hygiene_report, load_datasets
+from sesa_eval.records import (
     RECORDS,
     SETTINGS,
     EvalError,  # noqa: F401 - part of this module's API (the CLI and tests import it from here)
@@ -51,7 +51,7 @@ from graphs.eval_records import (
     same_skills,
     skills_sha,
 )
-from graphs.solve import solve
+from sesa_eval.settings import EvalSettings
 from sesa_graph.config import SolverConfig
 from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
 from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
@@ -387,9 +387,9 @@ async def evaluate(
     """Run an eval end to end: data, bank, hygiene, the rollouts (resuming), the report files.
 
     ``policy``/``search``/``judge`` default to what ``settings`` describes (tests pass scripted ones).
-    ``progress`` is an optional :class:`graphs.eval_report.EvalProgress`.
+    ``progress`` is an optional :class:`sesa_eval.progress.EvalProgress`.
     """
-    from graphs.eval_report import build_report, write_report
+    from sesa_eval.report import build_report, write_report
     from sesa_graph.fsutil import write_json_atomic
 
     t_setup = time.perf_counter()

@@ -8,8 +8,8 @@ from eval_fakes import ListSearch, ScriptedSolver
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from graphs.eval_cli import resolve_settings
-from graphs.evaluate import EvalSettings, evaluate
+from sesa_eval.cli import resolve_settings
+from sesa_eval.harness import EvalSettings, evaluate
 from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig
 from sesa_graph.policy.base import GenerationResult
 
@@ -105,7 +105,7 @@ async def test_kind_model_starts_the_judge_model_and_stops_it(
         started.append((dict(models), list(names)))
         return {"judge8b": judge_model}
 
-    monkeypatch.setattr("graphs.evaluate.make_fixed_models", fake_fixed)
+    monkeypatch.setattr("sesa_eval.harness.make_fixed_models", fake_fixed)
     s = EvalSettings(
         name="t",
         out_root=tmp_path / "evals",
@@ -124,10 +124,10 @@ async def test_kind_model_starts_the_judge_model_and_stops_it(
 def test_judge_policy_is_warned(tmp_path, data, monkeypatch):
     import typer
 
-    from graphs.eval_cli import eval_app
+    from sesa_eval.cli import eval_app
 
     monkeypatch.setattr(
-        "graphs.evaluate.make_policy", lambda cfg, tokenizer=None, log_path=None: ScriptedSolver()
+        "sesa_eval.harness.make_policy", lambda cfg, tokenizer=None, log_path=None: ScriptedSolver()
     )
     monkeypatch.setattr("tools.backends.make_backend", lambda cfg: ListSearch())
     parent = typer.Typer()

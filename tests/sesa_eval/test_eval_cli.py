@@ -7,7 +7,7 @@ import typer
 from eval_fakes import ListSearch, ScriptedSolver
 from typer.testing import CliRunner
 
-from graphs.eval_cli import eval_app, resolve_settings
+from sesa_eval.cli import eval_app, resolve_settings
 
 runner = CliRunner()
 
@@ -28,7 +28,7 @@ def app():
 def scripted(monkeypatch):
     """The CLI builds the scripted policy and search instead of loading a model."""
     policy = ScriptedSolver()
-    monkeypatch.setattr("graphs.evaluate.make_policy", lambda cfg, tokenizer=None, log_path=None: policy)
+    monkeypatch.setattr("sesa_eval.harness.make_policy", lambda cfg, tokenizer=None, log_path=None: policy)
     monkeypatch.setattr("tools.backends.make_backend", lambda cfg: ListSearch())
     return policy
 

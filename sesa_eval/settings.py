@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from graphs.eval_records import weights_fingerprint
+from sesa_eval.records import weights_fingerprint
 from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, SolverConfig
 from tools.config import SearchConfig
 
