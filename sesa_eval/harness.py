@@ -32,14 +32,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.solve import solve
-from sesa_eval.datasets import EvalQuestion, hygiene_report, load_datasets
+from sesa_eval.datasets import hygiene_report, load_datasets
 from sesa_eval.records import (
     RECORDS,
     SETTINGS,
@@ -47,15 +45,10 @@ from sesa_eval.records import (
     RecordStore,
     bank_ref,
     check_settings_file,
-    record_key,
-    same_skills,
-    skills_sha,
 )
 from sesa_eval.settings import EvalSettings
-from sesa_graph.config import SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
-from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
-from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_eval.tasks import RunResult, plan_tasks, run_tasks
+from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
     make_fixed_models,
     make_judge,
@@ -64,264 +57,6 @@ from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's AP
 )
 
 log = logging.getLogger(__name__)
-
-
-# ---- planning --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Task:
-    """One (question, mode, seed) to run, or (with ``rejudge``) a cached record to judge again."""
-
-    q: EvalQuestion
-    mode: str
-    seed: int | None
-    skill_ids: list[str] = field(default_factory=list)
-    skills_block: str = ""
-    rejudge: dict[str, Any] | None = None
-
-    @property
-    def key(self) -> str:
-        return record_key(self.q.dataset, self.q.id, self.mode, self.seed)
-
-
-@dataclass
-class Plan:
-    """What an invocation has to do: tasks to run, cached results per dataset, stale records, all keys."""
-
-    tasks: list[Task]
-    cached: dict[str, int]
-    keys: list[str]
-    stale: dict[str, int] = field(default_factory=dict)  # mode -> cached records made with other skills
-
-
-def plan_tasks(
-    data: Mapping[str, Sequence[EvalQuestion]],
-    modes: Sequence[str],
-    seeds: Sequence[int | None],
-    store: RecordStore,
-    memories: Mapping[str, Any],
-) -> Plan:
-    """Tasks still to do, cached results per dataset, stale cached records, and every key of the plan.
-
-    Order: dataset, seed, question, mode -- so concurrent rollouts share sampling settings (a local
-    policy batches them together) and an interrupted eval has whole questions across modes.
-    Skills are retrieved here, one batched call per dataset and mode, for cached questions too: a cached
-    mode-on/placebo record whose question now gets other skills is stale and runs again.
-    """
-    tasks: list[Task] = []
-    cached: Counter[str] = Counter()
-    stale: Counter[str] = Counter()
-    keys: list[str] = []
-    for ds, qs in data.items():
-        skills: dict[str, dict[str, tuple[list[str], str]]] = {m: {} for m in modes}
-        for mode in modes:
-            if mode != "off" and qs:
-                mem = memories[mode]
-                for q, hits in zip(qs, mem.retrieve([q.question for q in qs]), strict=True):
-                    skills[mode][q.id] = ([s.id for s in hits], mem.render(hits))
-        todo: list[Task] = []
-        rejudge: list[Task] = []
-        for seed in seeds:
-            for q in qs:
-                for mode in modes:
-                    key = record_key(ds, q.id, mode, seed)
-                    keys.append(key)
-                    ids, block = skills[mode].get(q.id, ([], ""))
-                    rec = store.done(key)
-                    if rec is not None and mode != "off" and not same_skills(rec, ids, block):
-                        stale[mode] += 1
-                        rec = None
-                    if rec is None:
-                        todo.append(Task(q, mode, seed, ids, block))
-                    elif rec.get("judge_method") == "judge_unavailable":
-                        rejudge.append(Task(q, mode, seed, list(rec.get("skill_ids", [])), rejudge=rec))
-                    else:
-                        cached[ds] += 1
-        tasks += rejudge + todo
-    return Plan(tasks, dict(cached), keys, dict(stale))
-
-
-# ---- running ---------------------------------------------------------------------------------------------
-
-
-def make_record(
-    task: Task,
-    state: Mapping[str, Any] | None,
-    verdict: Verdict | None,
-    *,
-    model: str,
-    bank: Mapping[str, Any] | None,
-    elapsed_s: float,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """The JSONL record of one finished (question, mode, seed)."""
-    q, st = task.q, state or {}
-    status = st.get("status", "error")
-    if error is not None or status == "search_error":
-        status, error = "error", error or f"search_error: {st.get('error')}"
-    v = verdict
-    return {
-        "key": task.key,
-        "dataset": q.dataset,
-        "id": q.id,
-        "mode": task.mode,
-        "seed": task.seed,
-        "question": q.question,
-        "golds": list(q.golds),
-        "prediction": st.get("final"),
-        "score": v.score if v else 0.0,
-        "em": v.em if v else 0.0,
-        "f1": v.f1 if v else 0.0,
-        "correct": bool(v.correct) if v else False,
-        "judge_method": v.method if v else None,
-        "judge_raw": v.raw if v else None,
-        "status": status,
-        "error": error,
-        "turns": int(st.get("n_turns", 0)),
-        "searches": len(st.get("searches", []) or []),
-        "queries": [s["query"] for s in st.get("searches", []) or []],
-        "trace": [t.get("text", "") for t in st.get("turns", []) or []],
-        "skill_ids": list(task.skill_ids),
-        "skills_sha": skills_sha(task.skills_block),
-        "bank": bank_ref(bank) if task.mode != "off" else None,
-        "bank_version": bank["version"] if bank and task.mode != "off" else None,
-        "model": model,
-        "elapsed_s": round(elapsed_s, 3),
-        "time": time.time(),
-    }
-
-
-@dataclass
-class RunResult:
-    """What one invocation did."""
-
-    planned: int
-    cached: dict[str, int]
-    computed: int = 0
-    rejudged: int = 0
-    errors: int = 0
-    judge_unavailable: int = 0
-    run_s: float = 0.0
-    aborted: str | None = None
-    keys: list[str] = field(default_factory=list)
-
-
-async def run_tasks(
-    tasks: Sequence[Task],
-    *,
-    policy: Any,
-    search: Any,
-    judge: Judge,
-    solver: SolverConfig,
-    store: RecordStore,
-    concurrency: int,
-    max_errors: int,
-    bank: Mapping[str, Any] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    result: RunResult | None = None,
-) -> RunResult:
-    """Run ``tasks`` with up to ``concurrency`` in flight; append each record as it finishes.
-
-    Counts go to ``result`` (a new :class:`RunResult` by default), which is up to date even when the
-    caller is cancelled midway."""
-    res = result if result is not None else RunResult(planned=len(tasks), cached={})
-    queue: asyncio.Queue[Task] = asyncio.Queue()
-    for t in tasks:
-        queue.put_nowait(t)
-    greedy_spec, sampled_spec = solver_spec(solver, greedy=True), solver_spec(solver, greedy=False)
-    model = getattr(policy, "name", "?")
-    workers: list[asyncio.Task] = []
-
-    def abort(reason: str) -> None:
-        if res.aborted is None:
-            res.aborted = reason
-            for w in workers:
-                if w is not asyncio.current_task():
-                    w.cancel()
-
-    async def one(task: Task) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        if task.rejudge is not None:
-            old = task.rejudge
-            (v,) = await judge.judge_many(
-                [JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))]
-            )
-            rec = {
-                **old,
-                "score": v.score,
-                "em": v.em,
-                "f1": v.f1,
-                "correct": bool(v.correct),
-                "judge_method": v.method,
-                "judge_raw": v.raw,
-                "time": time.time(),
-            }
-            res.rejudged += 1
-            return rec
-        spec = greedy_spec if task.seed is None else sampled_spec
-        ctx = RolloutContext(policy=policy, search=search, spec=spec, seed=task.seed)
-        try:
-            state = await solve(task.q.question, ctx, task.skills_block or None)
-        except PolicyUnavailableError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume
-            log.warning("%s: rollout failed: %s: %s", task.key, type(exc).__name__, exc)
-            return make_record(
-                task,
-                None,
-                None,
-                model=model,
-                bank=bank,
-                elapsed_s=time.perf_counter() - t0,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        verdict = None
-        if state.get("status") != "search_error":
-            (verdict,) = await judge.judge_many(
-                [JudgeItem(task.q.question, state.get("final"), list(task.q.golds))]
-            )
-        res.computed += 1
-        return make_record(task, state, verdict, model=model, bank=bank, elapsed_s=time.perf_counter() - t0)
-
-    async def worker() -> None:
-        while res.aborted is None:
-            try:
-                task = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            try:
-                rec = await one(task)
-            except PolicyUnavailableError as exc:
-                abort(f"the policy endpoint is down: {exc}")
-                return
-            store.append(rec)
-            if rec["status"] == "error":
-                res.errors += 1
-            if rec.get("judge_method") == "judge_unavailable":
-                res.judge_unavailable += 1
-            if on_record is not None:
-                on_record(rec)
-            if res.errors > max_errors:
-                abort(
-                    f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}"
-                )
-            elif res.judge_unavailable > max_errors:
-                abort(
-                    f"{res.judge_unavailable} LLM judgments failed or gave no verdict (more than --max-errors "
-                    f"{max_errors}): the judge is down, too slow (raise --judge-timeout), or replies without "
-                    "Correct/Wrong (a thinking template spends its few tokens in <think>: set "
-                    "judge.chat_template_kwargs {enable_thinking: false})"
-                )
-
-    t0 = time.perf_counter()
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(tasks))))]
-    await asyncio.gather(*workers, return_exceptions=True)
-    for w in workers:  # a crash in the harness itself (not in a rollout) must not pass silently
-        if not w.cancelled() and w.exception() is not None:
-            raise w.exception()  # type: ignore[misc]
-    res.run_s = time.perf_counter() - t0
-    return res
 
 
 # ---- construction of the pieces --------------------------------------------------------------------------
