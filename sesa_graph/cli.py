@@ -14,8 +14,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from sesa_graph import runs_cli
 from sesa_graph.memory.cli import bank_app
+from sesa_runs import cli as runs_cli
 from tools.cli import search_app
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -5,7 +5,7 @@
     sesa trace evals/NAME --rollout bamboogle/test_49/on/greedy --html trace.html
     sesa report runs/tiny-cpu                         # plots/*.png + report.html in the run directory
 
-Both read only what runs and evals write (see :mod:`sesa_graph.runs`). Mount them on the ``sesa`` app with
+Both read only what runs and evals write (see :mod:`sesa_runs.load`). Mount them on the ``sesa`` app with
 :func:`register` (or ``app.command("trace")(trace_command)``).
 """
 
@@ -58,7 +58,7 @@ def trace_command(
     or list a run's / eval's rollouts with their ids."""
     from rich.table import Table
 
-    from sesa_graph.runs import RunNotFoundError, open_dir, select
+    from sesa_runs.load import RunNotFoundError, open_dir, select
 
     try:
         obj = open_dir(run)
@@ -111,8 +111,8 @@ def report_command(
 ) -> None:
     """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
     A run still in progress shows its committed steps."""
-    from sesa_graph.report import write_report
-    from sesa_graph.runs import RunNotFoundError
+    from sesa_runs.load import RunNotFoundError
+    from sesa_runs.report import write_report
 
     try:
         out = write_report(run)

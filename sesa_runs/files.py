@@ -1,6 +1,6 @@
-"""The rollout-frame schema, the failure taxonomy and the plain-file readers behind :mod:`sesa_graph.runs`.
+"""The rollout-frame schema, the failure taxonomy and the plain-file readers behind :mod:`sesa_runs.load`.
 
-Kept apart so that :mod:`sesa_graph.runs` (the public loading API, which re-exports what is public here)
+Kept apart so that :mod:`sesa_runs.load` (the public loading API, which re-exports what is public here)
 stays small. Nothing here opens Chroma or touches a live process.
 """
 

@@ -1,12 +1,12 @@
 """The figures of a run or an eval (matplotlib ``Figure`` objects, made without pyplot, so they need no
 display and are safe to make from any thread).
 
-Each ``fig_*`` function takes a :class:`sesa_graph.runs.Run` or :class:`~sesa_graph.runs.Eval` and returns
+Each ``fig_*`` function takes a :class:`sesa_runs.load.Run` or :class:`~sesa_runs.load.Eval` and returns
 a ``Figure``, or None when there is nothing to plot yet (an empty or just-started run). ``sesa report``
-saves them as PNG (:mod:`sesa_graph.report`); the notebooks show the same figures::
+saves them as PNG (:mod:`sesa_runs.report`); the notebooks show the same figures::
 
-    from sesa_graph import plots, runs
-    plots.fig_frontier(runs.open_run("runs/tiny-cpu"))
+    from sesa_runs import load, plots
+    plots.fig_frontier(load.open_run("runs/tiny-cpu"))
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from sesa_graph.runs import Eval, Run, missing, truthy
+from sesa_runs.load import Eval, Run, missing, truthy
 
 KIND_ORDER = (
     "correct",

@@ -5,7 +5,7 @@ directory so a person without Jupyter can look at it::
     -> runs/tiny-cpu/report.html, runs/tiny-cpu/plots/*.png
 
 The page: status (finished / in progress, steps committed), the headline numbers, every plot of
-:mod:`sesa_graph.plots`, the failure taxonomy with an example each, the most helpful and harmful skills,
+:mod:`sesa_runs.plots`, the failure taxonomy with an example each, the most helpful and harmful skills,
 the bank versions, the last steps, and one rollout per outcome rendered turn by turn.
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from sesa_graph.plots import (
+from sesa_runs.load import FAILURE_KINDS, Eval, Run, open_dir, truthy
+from sesa_runs.plots import (
     EVAL_FIGURES,
     KIND_COLOURS,
     KIND_LABELS,
@@ -28,7 +29,6 @@ from sesa_graph.plots import (
     fmt_num,
     solver_groups,
 )
-from sesa_graph.runs import FAILURE_KINDS, Eval, Run, open_dir, truthy
 
 # ---- the HTML page ---------------------------------------------------------------------------------------
 

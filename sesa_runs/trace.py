@@ -4,7 +4,7 @@ A :class:`Trace` shows the question and its gold answer(s), the skills that were
 their counters), every assistant turn (its reasoning, the search query and the documents that came
 back -- documents that contain a gold answer are marked and the answer highlighted --, an invalid turn's
 raw text and reason), the final answer or proposed question, and the judge's verdict. Get one from
-:meth:`sesa_graph.runs.Run.trace` or :meth:`sesa_graph.runs.Eval.trace`, or ``sesa trace RUN --rollout ID``::
+:meth:`sesa_runs.load.Run.trace` or :meth:`sesa_runs.load.Eval.trace`, or ``sesa trace RUN --rollout ID``::
 
     run.trace("solver/3/3-1/0")          # in Jupyter: rendered as HTML
     print(run.trace("solver/3/3-1/0"))   # plain text
@@ -98,7 +98,7 @@ class Trace:
     def from_row(
         cls, row: dict[str, Any], skills: list[dict[str, Any]] | None = None, source: str = ""
     ) -> Trace:
-        """From a row of a :mod:`sesa_graph.runs` rollout frame."""
+        """From a row of a :mod:`sesa_runs.load` rollout frame."""
         turns = []
         allowed = protocol.PROPOSER_ACTIONS if row.get("role") == "proposer" else protocol.SOLVER_ACTIONS
         for t in _loads(row.get("turns_json"), []):

@@ -1,12 +1,12 @@
-"""The loading API (sesa_graph.runs) against a run and an eval written by the real writers."""
+"""The loading API (sesa_runs.load) against a run and an eval written by the real writers."""
 
 import json
 import shutil
 
 import pytest
 
-from sesa_graph import runs
-from sesa_graph.runs import RunNotFoundError
+from sesa_runs import load
+from sesa_runs.load import RunNotFoundError
 
 # ---- opening and bad input ----------------------------------------------------------------------------
 
@@ -14,33 +14,33 @@ from sesa_graph.runs import RunNotFoundError
 def test_not_a_run_names_what_is_missing(tmp_path, dirs):
     (tmp_path / "stuff.txt").write_text("x")
     with pytest.raises(RunNotFoundError, match="config.yaml is missing.*stuff.txt"):
-        runs.open_run(tmp_path)
+        load.open_run(tmp_path)
     with pytest.raises(RunNotFoundError, match="not a directory"):
-        runs.open_run(tmp_path / "nope")
+        load.open_run(tmp_path / "nope")
     with pytest.raises(RunNotFoundError, match="records.jsonl and eval.json are both missing"):
-        runs.open_eval(tmp_path)
+        load.open_eval(tmp_path)
     with pytest.raises(RunNotFoundError, match="neither a run directory"):
-        runs.open_dir(tmp_path)
+        load.open_dir(tmp_path)
     # the wrong kind of directory says which it looks like
     with pytest.raises(RunNotFoundError, match="looks like an eval directory"):
-        runs.open_run(dirs["eval"])
+        load.open_run(dirs["eval"])
     with pytest.raises(RunNotFoundError, match="looks like a run directory"):
-        runs.open_eval(dirs["run"])
+        load.open_eval(dirs["run"])
 
 
 def test_open_dir_dispatches(dirs):
-    assert isinstance(runs.open_dir(dirs["run"]), runs.Run)
-    assert isinstance(runs.open_dir(dirs["eval"]), runs.Eval)
-    assert runs.latest(dirs["run"].parent, "run") is not None
-    assert runs.latest(dirs["eval"].parent, "eval") is not None
-    assert runs.latest(dirs["run"] / "missing") is None
+    assert isinstance(load.open_dir(dirs["run"]), load.Run)
+    assert isinstance(load.open_dir(dirs["eval"]), load.Eval)
+    assert load.latest(dirs["run"].parent, "run") is not None
+    assert load.latest(dirs["eval"].parent, "eval") is not None
+    assert load.latest(dirs["run"] / "missing") is None
 
 
 # ---- steps, in progress ---------------------------------------------------------------------------------
 
 
 def test_steps_committed_so_far(dirs):
-    run = runs.open_run(dirs["run"])
+    run = load.open_run(dirs["run"])
     assert run.steps() == [0, 1, 2, 3]
     assert run.shard_steps() == [0, 1, 2, 3, 4]
     assert run.pending_steps() == [4]  # written, no metrics line yet
@@ -59,7 +59,7 @@ def test_metrics_lines_torn_and_repeated(tmp_path, dirs):
         lines + [json.dumps(again), json.dumps({"final_consolidation": {"version": 3}}), '{"step": 4, "it']
     )
     (run_dir / "metrics.jsonl").write_text(text)
-    run = runs.open_run(run_dir)
+    run = load.open_run(run_dir)
     m = run.metrics()
     assert list(m["step"]) == [0, 1, 2, 3]  # the torn line is skipped, the repeat counted once
     assert m.set_index("step").loc[3, "seconds"] == 99.0
@@ -67,7 +67,7 @@ def test_metrics_lines_torn_and_repeated(tmp_path, dirs):
 
 
 def test_metrics_frame(dirs):
-    m = runs.open_run(dirs["run"]).metrics()
+    m = load.open_run(dirs["run"]).metrics()
     assert list(m["consolidation_version"].fillna(-1)) == [-1, -1, 1, 2]
     assert list(m["consolidation_admitted"]) == [0, 0, 1, 0]
     assert list(m["consolidation_evicted"]) == [0, 0, 0, 1]
@@ -77,31 +77,31 @@ def test_metrics_frame(dirs):
 
 
 def test_empty_run(dirs):
-    run = runs.open_run(dirs["empty_run"])
+    run = load.open_run(dirs["empty_run"])
     assert run.steps() == [] and run.pending_steps() == []
     assert run.metrics().empty and run.bank_history().empty and run.skills().empty
     df = run.rollouts()
-    assert df.empty and list(df.columns) == list(runs.COLUMNS)
-    assert runs.select(df, role="solver", correct=False, skill="x").empty
+    assert df.empty and list(df.columns) == list(load.COLUMNS)
+    assert load.select(df, role="solver", correct=False, skill="x").empty
 
 
 # ---- rollouts -------------------------------------------------------------------------------------------
 
 
 def test_rollouts_schema_and_ids(dirs):
-    df = runs.open_run(dirs["run"]).rollouts()
-    assert list(df.columns) == list(runs.COLUMNS)
+    df = load.open_run(dirs["run"]).rollouts()
+    assert list(df.columns) == list(load.COLUMNS)
     assert len(df) == 4 * (2 + 3)
     assert df["id"].is_unique
     assert "solver/0/0-0/1" in set(df["id"])
     assert df[df.role == "solver"]["golds"].map(lambda g: list(g) == ["Richard Strauss"]).all()
-    with_tokens = runs.open_run(dirs["run"]).rollouts("solver", tokens=True)
+    with_tokens = load.open_run(dirs["run"]).rollouts("solver", tokens=True)
     assert with_tokens["completion_ids"].iloc[0] == [4, 5, 6, 7]
     assert "completion_ids" not in df.columns
 
 
 def test_failure_taxonomy(dirs):
-    df = runs.open_run(dirs["run"]).rollouts("solver")
+    df = load.open_run(dirs["run"]).rollouts("solver")
     kinds = df.set_index("id")["failure"]
     assert kinds["solver/0/0-0/0"] == "correct"
     assert kinds["solver/0/0-0/1"] == "wrong_gold_retrieved"
@@ -112,7 +112,7 @@ def test_failure_taxonomy(dirs):
     retrieved = df.set_index("id")["gold_retrieved"]
     assert bool(retrieved["solver/0/0-0/1"])
     assert not retrieved["solver/1/1-0/0"]
-    table = runs.failure_table(df)
+    table = load.failure_table(df)
     assert dict(zip(table["outcome"], table["n"])) == {
         "correct": 5,
         "malformed": 2,
@@ -142,11 +142,11 @@ def test_failure_taxonomy(dirs):
     ],
 )
 def test_select(dirs, filters, expect):
-    assert len(runs.open_run(dirs["run"]).rollouts(**filters)) == expect
+    assert len(load.open_run(dirs["run"]).rollouts(**filters)) == expect
 
 
 def test_rollout_lookup(dirs):
-    run = runs.open_run(dirs["run"])
+    run = load.open_run(dirs["run"])
     row = run.rollout("solver/4/4-0/0")  # uncommitted rollouts can still be looked up
     assert row["step"] == 4
     with pytest.raises(KeyError, match="ids look like: solver/0/0-0/"):
@@ -157,7 +157,7 @@ def test_rollout_lookup(dirs):
 
 
 def test_bank_history_and_skills(dirs):
-    run = runs.open_run(dirs["run"])
+    run = load.open_run(dirs["run"])
     h = run.bank_history()
     assert list(h["version"]) == [0, 1, 2]
     assert list(h["n_skills"]) == [15, 16, 15]
@@ -179,7 +179,7 @@ def test_bank_history_and_skills(dirs):
 
 
 def test_eval_records(dirs):
-    ev = runs.open_eval(dirs["eval"])
+    ev = load.open_eval(dirs["eval"])
     df = ev.records()
     assert len(df) == 10 and set(df["mode"]) == {"off", "on"}
     assert set(ev.records(dataset="alpha")["question_id"]) == {"a1", "a2", "a3"}
@@ -192,7 +192,7 @@ def test_eval_records(dirs):
 
 
 def test_eval_off_on(dirs):
-    t = runs.open_eval(dirs["eval"]).off_on().set_index("dataset")
+    t = load.open_eval(dirs["eval"]).off_on().set_index("dataset")
     assert t.loc["alpha", "off"] == pytest.approx(100 / 3) and t.loc["alpha", "on"] == pytest.approx(200 / 3)
     assert t.loc["bamboogle", "n_off"] == 1  # the search-error record is not a score
     assert t.loc["bamboogle", "on - off"] == pytest.approx(-100.0)
@@ -200,7 +200,7 @@ def test_eval_off_on(dirs):
 
 
 def test_eval_pairs_and_skills(dirs):
-    ev = runs.open_eval(dirs["eval"])
+    ev = load.open_eval(dirs["eval"])
     p = ev.paired().set_index("question_id")
     assert (
         p.loc["a2", "change"] == "fixed"
@@ -230,12 +230,12 @@ def test_eval_searches_with_documents():
             {"query": "capital of France", "docs": [{"title": "France", "text": "Its capital is Paris."}]}
         ],
     }
-    row = runs.Eval._row(rec)
+    row = load.Eval._row(rec)
     assert row["gold_retrieved"] is True and row["failure"] == "wrong_gold_retrieved"
-    assert runs.eval_searches({"queries": ["a"]}) == [{"query": "a", "docs": None}]
+    assert load.eval_searches({"queries": ["a"]}) == [{"query": "a", "docs": None}]
 
 
 def test_empty_eval(dirs):
-    ev = runs.open_eval(dirs["empty_eval"])
+    ev = load.open_eval(dirs["empty_eval"])
     assert ev.records().empty and ev.off_on().empty and ev.skill_effects().empty and ev.skill_firing().empty
     assert ev.paired().empty and not ev.finished

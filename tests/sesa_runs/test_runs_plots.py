@@ -5,9 +5,9 @@ import json
 import yaml
 
 from sesa_graph.config import load_config
-from sesa_graph.plots import fig_frontier, solver_groups
-from sesa_graph.runs import open_run
 from sesa_graph.trajectory import Trajectory
+from sesa_runs.load import open_run
+from sesa_runs.plots import fig_frontier, solver_groups
 from training.store import TrajectoryStore
 
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from sesa_graph import plots, report, runs
+from sesa_runs import load, plots, report
 
 
 def _images(html_path):
@@ -60,12 +60,12 @@ def test_report_of_an_empty_dir(dirs, tmp_path, key):
 
 
 def test_figures_of_an_empty_run_are_none(dirs):
-    run = runs.open_run(dirs["empty_run"])
+    run = load.open_run(dirs["empty_run"])
     assert all(fn(run) is None for fn in plots.RUN_FIGURES.values())
-    ev = runs.open_eval(dirs["empty_eval"])
+    ev = load.open_eval(dirs["empty_eval"])
     assert all(fn(ev) is None for fn in plots.EVAL_FIGURES.values())
 
 
 def test_report_rejects_a_non_run_dir(tmp_path):
-    with pytest.raises(runs.RunNotFoundError, match="config.yaml is missing"):
+    with pytest.raises(load.RunNotFoundError, match="config.yaml is missing"):
         report.write_report(tmp_path)

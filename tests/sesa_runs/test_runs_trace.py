@@ -1,4 +1,4 @@
-"""Rendering one rollout (sesa_graph.trace) and the `sesa trace` / `sesa report` commands."""
+"""Rendering one rollout (sesa_runs.trace) and the `sesa trace` / `sesa report` commands."""
 
 import re
 
@@ -6,9 +6,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sesa_graph import runs
-from sesa_graph.runs_cli import register
-from sesa_graph.trace import gold_spans
+from sesa_runs import load
+from sesa_runs.cli import register
+from sesa_runs.trace import gold_spans
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def cli():
 
 
 def test_text_trace_has_every_part(dirs):
-    tr = runs.open_run(dirs["run"]).trace("solver/3/3-0/1")
+    tr = load.open_run(dirs["run"]).trace("solver/3/3-0/1")
     text = tr.to_text()
     assert str(tr) == text
     for part in (
@@ -45,7 +45,7 @@ def test_text_trace_has_every_part(dirs):
 
 
 def test_html_trace_escapes_and_highlights(dirs):
-    tr = runs.open_run(dirs["run"]).trace("solver/0/0-0/1")
+    tr = load.open_run(dirs["run"]).trace("solver/0/0-0/1")
     h = tr._repr_html_()
     assert h == tr.to_html()
     assert "<b>in one act</b>" not in h and "&lt;b&gt;in one act&lt;/b&gt;" in h  # document text is escaped
@@ -55,7 +55,7 @@ def test_html_trace_escapes_and_highlights(dirs):
 
 
 def test_other_endings(dirs):
-    run = runs.open_run(dirs["run"])
+    run = load.open_run(dirs["run"])
     assert "no results: the search failed" in run.trace("solver/3/3-0/0").to_text()
     malformed = run.trace("solver/0/0-0/2").to_text()
     assert (
@@ -70,7 +70,7 @@ def test_other_endings(dirs):
 
 
 def test_eval_trace_parses_turn_text(dirs):
-    ev = runs.open_eval(dirs["eval"])
+    ev = load.open_eval(dirs["eval"])
     text = ev.trace("alpha/a2/on/greedy").to_text()
     assert (
         "turn 1 · search" in text
