@@ -194,7 +194,7 @@ def main() -> None:
 
     import torch
 
-    from training.warmup import auto_threads
+    from training.warmup.sft import auto_threads
 
     torch.set_num_threads(args.threads or auto_threads())
     from sesa_graph.config import SolverConfig, load_config

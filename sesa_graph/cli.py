@@ -389,7 +389,7 @@ def build_app() -> typer.Typer:
     """Add the commands that live in upper layers (graphs, training); imported here, not at module level,
     so this module only imports down."""
     from sesa_eval.cli import eval_app
-    from training.warmup import warmup_command
+    from training.warmup.cli import warmup_command
 
     if not getattr(app, "_sesa_full", False):
         app.add_typer(

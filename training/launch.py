@@ -201,7 +201,7 @@ def ensure_models(cfg: RunConfig) -> None:
             try:
                 resolve_policy_model("embedded-warm")
             except FileNotFoundError:
-                from training.warmup import run_warmup
+                from training.warmup.sft import run_warmup
 
                 console.print(
                     "[bold]The format-warmed embedded policy is not built yet: running `sesa warmup` "

@@ -253,7 +253,7 @@ class Orchestrator:
         corpus or search server, a pool row's example question (SSP pools carry one) or else a cloze of the
         target's own article as the search backend returns it."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
-            from training.warmup_data import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
+            from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
 
             mix = {
                 k: v

