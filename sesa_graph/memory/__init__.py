@@ -4,12 +4,12 @@ The self-play step uses :class:`SkillMemory` (see :mod:`sesa_graph.memory.memory
 calls); :class:`SkillBank` is the store; ``sesa bank`` (:mod:`sesa_graph.memory.cli`) inspects banks.
 """
 
-from sesa_graph.memory.bank import (
+from sesa_graph.memory.bank import SkillBank
+from sesa_graph.memory.bank_layout import (
     BankCorruptError,
     BankError,
     BankExistsError,
     BankNotFoundError,
-    SkillBank,
 )
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator, distill_pass

@@ -1,27 +1,8 @@
 """The skill bank: a Chroma collection (cosine) of skills with precomputed embeddings, owned by one writer.
 
-Layout of a bank directory (``runs/<name>/memory/`` by default)::
-
-    state.json            version, embedder, counts, cumulative statistics (written last on create)
-    chroma/               Chroma PersistentClient data (absent in server mode: chroma_host is set)
-    queue.json            the pending-failure queue (sesa_graph.memory.queue)
-    skills.jsonl          the current skills with counters, rewritten at every step boundary, for readers
-                          (``sesa bank show``, notebooks) that must not open Chroma next to the writer
-    snapshots/vNNNN.jsonl the bank after each consolidation (v0000: at creation), one skill per line
-    snapshots/vNNNN.report.json  what that consolidation did
-    journal.json          only while a commit is being applied (see below)
-
-Chroma holds the skills (metadata ``skill`` = the record's static fields as JSON, plus the integer
-counters ``retrieved``, ``helpful``, ``hurt`` so a step's credit is one ``update`` call) and, in a
-second collection ``<name>_tombstones``, the embeddings of evicted skills, which keep blocking
-near-duplicates from re-admission for ``tombstone_ttl_steps``.
-
-Crash safety: every JSON/JSONL/YAML file is written atomically (temp + rename). A commit -- the one
-operation that touches several stores -- first writes ``journal.json`` (everything it is about to do,
-embeddings included), then applies it to Chroma, the queue file, the snapshot and ``state.json``, then
-deletes the journal. Opening a bank whose journal is still there re-applies it (each part is
-idempotent), so a process killed mid-commit comes back with the whole commit, and one killed before the
-journal was written comes back without any of it.
+The directory layout, the errors and how a skill is stored in Chroma are in
+:mod:`sesa_graph.memory.bank_layout`; the crash-safe commit (journal, apply, snapshots) in
+:mod:`sesa_graph.memory.bank_journal`.
 
 Chroma's PersistentClient is not process-safe: only the process that created or opened a bank with
 ``read_only=False`` may write it. Across machines run ``chroma run --path DIR`` and set ``chroma_host``.
@@ -31,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -40,7 +20,21 @@ from typing import Any, Self
 
 import numpy as np
 
-from sesa_graph.fsutil import write_json_atomic, write_jsonl_atomic
+from sesa_graph.memory.bank_journal import BankJournal
+from sesa_graph.memory.bank_layout import (
+    _COUNTERS,
+    CHROMA,
+    JOURNAL,
+    QUEUE,
+    STATE,
+    STATE_FORMAT,
+    BankCorruptError,
+    BankError,
+    BankExistsError,
+    BankNotFoundError,
+    _metadata,
+    _skill_from_metadata,
+)
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
@@ -48,64 +42,13 @@ from sesa_graph.memory.utility import Outcome, tally
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 1
-STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA = (
-    "state.json",
-    "queue.json",
-    "skills.jsonl",
-    "journal.json",
-    "snapshots",
-    "chroma",
-)
-_COUNTERS = ("retrieved", "helpful", "hurt")
-
-
-class BankError(RuntimeError):
-    """A skill bank that cannot be used as asked; the message names the path."""
-
-
-class BankNotFoundError(BankError):
-    """There is no bank at the path (open) -- it is never silently created."""
-
-
-class BankExistsError(BankError):
-    """A bank (or other files) already exist at the path (create)."""
-
-
-class BankCorruptError(BankError):
-    """The bank directory is damaged or incomplete."""
-
-
-def _static_json(skill: Skill) -> str:
-    return skill.model_dump_json(exclude=set(_COUNTERS))
-
-
-def _metadata(skill: Skill) -> dict[str, Any]:
-    return {
-        "skill": _static_json(skill),
-        "retrieved": skill.retrieved,
-        "helpful": skill.helpful,
-        "hurt": skill.hurt,
-        "seed": skill.seed,
-        "category": skill.category,
-        "created_step": skill.created_step,
-    }
-
-
-def _skill_from_metadata(meta: dict[str, Any]) -> Skill:
-    return Skill.model_validate({**json.loads(meta["skill"]), **{c: int(meta[c]) for c in _COUNTERS}})
-
 
 def max_cosine(emb: np.ndarray, matrix: np.ndarray) -> float:
     """Largest cosine similarity of one normalized vector to the rows of ``matrix`` (-1 when empty)."""
     return float((matrix @ emb).max()) if len(matrix) else -1.0
 
 
-def snapshot_name(version: int) -> str:
-    return f"v{version:04d}.jsonl"
-
-
-class SkillBank:
+class SkillBank(BankJournal):
     """Skills, their embeddings and counters; tombstones; the version counter. See the module docstring.
 
     Make one with :meth:`create` (a new directory) or :meth:`open` (an existing bank); the two are never
@@ -473,113 +416,6 @@ class SkillBank:
         self._state.update(fields)
         self._write_state()
 
-    def commit(
-        self,
-        *,
-        step: int,
-        admit: Sequence[tuple[Skill, np.ndarray]],
-        evict: dict[str, str],
-        files: dict[Path, Any] | None = None,
-        report: dict | None = None,
-        stats: dict[str, int] | None = None,
-        state_fields: dict[str, Any] | None = None,
-    ) -> int:
-        """Apply one consolidation atomically (see the module docstring) and return the new version.
-
-        ``admit``: (skill, embedding) pairs; ``evict``: id -> reason; ``files``: other state files (the
-        queue) to rewrite as part of the same commit; ``report``: stored next to the snapshot; ``stats``:
-        added to the cumulative statistics; ``state_fields``: other top-level state fields to set.
-        """
-        self._check_writable()
-        expired = [t for t in self._tomb_step if self._tomb_expired(t, step)]
-        evict = {sid: r for sid, r in evict.items() if sid in self._skills and not self._skills[sid].seed}
-        tombs = []
-        if evict:
-            got = self._col.get(ids=list(evict), include=["embeddings"])
-            emb_by_id = dict(zip(got["ids"], got["embeddings"]))
-            for sid, reason in evict.items():
-                tombs.append(
-                    {
-                        "id": sid,
-                        "embedding": np.asarray(emb_by_id[sid]).tolist(),
-                        "step": step,
-                        "reason": reason,
-                        "skill": self._skills[sid].model_dump(mode="json"),
-                    }
-                )
-        state = {**self._state, **(state_fields or {})}
-        version = self.version + 1
-        all_stats = Counter(state.get("stats", {}))
-        all_stats.update({k: v for k, v in (stats or {}).items() if v})
-        state.update(
-            {
-                "version": version,
-                "last_commit_step": step,
-                "stats": dict(all_stats),
-                "n_skills": len(self._skills)
-                + len([s for s, _ in admit if s.id not in self._skills])
-                - len(evict),
-                "n_tombstones": len((set(self._tomb_step) - set(expired)) | set(evict)),
-            }
-        )
-        entry = {
-            "state": state,
-            "add": [
-                {"skill": s.model_dump(mode="json"), "embedding": np.asarray(e).tolist()} for s, e in admit
-            ],
-            "delete": list(evict),
-            "tombstones_add": tombs,
-            "tombstones_delete": [t for t in expired if t not in evict],  # (re-evicted ids get a fresh one)
-            "files": {str(Path(p).relative_to(self.path)): obj for p, obj in (files or {}).items()},
-            "report": {**(report or {}), "version": version, "step": step},
-        }
-        write_json_atomic(self.path / JOURNAL, entry)
-        self._apply(entry)
-        return version
-
-    def _apply(self, entry: dict) -> None:
-        """Apply a journal entry to Chroma, the files and the state; idempotent; deletes the journal."""
-        adds = [Skill.model_validate(a["skill"]) for a in entry["add"]]
-        if adds:
-            embs = np.asarray([a["embedding"] for a in entry["add"]], dtype=np.float32)
-            self._col.upsert(
-                ids=[s.id for s in adds],
-                embeddings=embs,
-                metadatas=[_metadata(s) for s in adds],
-                documents=[s.embed_text() for s in adds],
-            )
-            for s, e in zip(adds, embs):
-                self._skills[s.id], self._emb[s.id] = s, e
-        if entry["delete"]:
-            self._col.delete(ids=entry["delete"])
-            for sid in entry["delete"]:
-                self._skills.pop(sid, None)
-                self._emb.pop(sid, None)
-        if entry["tombstones_add"]:
-            t = entry["tombstones_add"]
-            self._tombs.upsert(
-                ids=[x["id"] for x in t],
-                embeddings=np.asarray([x["embedding"] for x in t], np.float32),
-                metadatas=[
-                    {"skill": json.dumps(x["skill"]), "step": x["step"], "reason": x["reason"]} for x in t
-                ],
-            )
-            for x in t:
-                self._tomb_emb[x["id"]] = np.asarray(x["embedding"], np.float32)
-                self._tomb_step[x["id"]] = x["step"]
-        if entry["tombstones_delete"]:
-            self._tombs.delete(ids=entry["tombstones_delete"])
-            for tid in entry["tombstones_delete"]:
-                self._tomb_emb.pop(tid, None)
-                self._tomb_step.pop(tid, None)
-        for rel, obj in entry["files"].items():
-            write_json_atomic(self.path / rel, obj)
-        self._state = entry["state"]
-        self._write_snapshot(entry["report"])
-        self._write_live()
-        self._write_state()
-        os.unlink(self.path / JOURNAL)
-
     def _load(self) -> None:
         try:
             got = self._col.get(include=["metadatas", "embeddings"])
@@ -593,20 +429,6 @@ class SkillBank:
         self._emb = {sid: np.asarray(e, np.float32) for sid, e in zip(got["ids"], got["embeddings"])}
         self._tomb_emb = {tid: np.asarray(e, np.float32) for tid, e in zip(tombs["ids"], tombs["embeddings"])}
         self._tomb_step = {tid: int(m["step"]) for tid, m in zip(tombs["ids"], tombs["metadatas"])}
-
-    # ---- files -----------------------------------------------------------------------------------------
-    def _write_state(self) -> None:
-        write_json_atomic(self.path / STATE, self._state)
-
-    def _write_live(self) -> None:
-        write_jsonl_atomic(self.path / LIVE, (s.model_dump(mode="json") for s in self.skills()))
-
-    def _write_snapshot(self, report: dict) -> None:
-        version = self._state["version"]
-        write_jsonl_atomic(
-            self.path / SNAPSHOTS / snapshot_name(version), (s.model_dump(mode="json") for s in self.skills())
-        )
-        write_json_atomic(self.path / SNAPSHOTS / f"v{version:04d}.report.json", report)
 
 
 def _default_encoder(config: MemoryConfig) -> Any:

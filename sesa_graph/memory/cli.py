@@ -66,7 +66,7 @@ def show(
     ] = SortKey.helpful,
 ) -> None:
     """The bank's version, size, queue and statistics, and its top skills by a counter."""
-    from sesa_graph.memory.bank import QUEUE, BankError
+    from sesa_graph.memory.bank_layout import QUEUE, BankError
     from sesa_graph.memory.snapshot import bank_dir, live_skills, read_state
 
     try:
@@ -111,7 +111,7 @@ def diff(
     bank: Annotated[Path | None, typer.Option(help="Bank (or run) directory, for version numbers.")] = None,
 ) -> None:
     """Skills admitted and evicted, and counter changes, between two snapshots."""
-    from sesa_graph.memory.bank import BankError
+    from sesa_graph.memory.bank_layout import BankError
     from sesa_graph.memory.snapshot import diff_snapshots, read_skills, resolve_snapshot
 
     try:
@@ -157,7 +157,7 @@ def export(
     import yaml
 
     from sesa_graph.fsutil import write_jsonl_atomic
-    from sesa_graph.memory.bank import BankError
+    from sesa_graph.memory.bank_layout import BankError
     from sesa_graph.memory.skill import skill_file_data, write_skill_file
     from sesa_graph.memory.snapshot import live_skills
 

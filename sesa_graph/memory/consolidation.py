@@ -4,7 +4,7 @@ One pass (``distill_pass``, shared with ``sesa bank mine``):
 
 1. for each picked failure, show the distiller the question, gold and given answer, the searches, and
    the skills that were retrieved for it and did not help, and ask what they missed;
-2. parse each completion defensively and run the candidate checks (``distiller.check_candidate``);
+2. parse each completion defensively and run the candidate checks (``skill_checks.check_candidate``);
 3. embed the survivors in one batch and admit a candidate only if its cosine similarity is
    <= ``admit_max_cosine`` to every bank skill, every live tombstone and every candidate admitted
    earlier in the same pass.
@@ -35,9 +35,10 @@ import numpy as np
 
 from sesa_graph.memory.bank import SkillBank, max_cosine
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.distiller import build_messages, call_distiller, check_candidate, parse_skill_output
+from sesa_graph.memory.distiller import build_messages, call_distiller, parse_skill_output
 from sesa_graph.memory.queue import FailureQueue, PendingFailure
 from sesa_graph.memory.skill import Skill
+from sesa_graph.memory.skill_checks import check_candidate
 
 MAX_EXAMPLES = 5
 

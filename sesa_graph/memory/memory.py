@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.memory.bank import QUEUE, BankCorruptError, SkillBank
+from sesa_graph.memory.bank import SkillBank
+from sesa_graph.memory.bank_layout import QUEUE, BankCorruptError
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator
 from sesa_graph.memory.distiller import DistillerError, distiller_kind

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sesa_graph.fsutil import read_jsonl
-from sesa_graph.memory.bank import LIVE, SNAPSHOTS, STATE, BankNotFoundError, snapshot_name
+from sesa_graph.memory.bank_layout import LIVE, SNAPSHOTS, STATE, BankNotFoundError, snapshot_name
 from sesa_graph.memory.skill import Skill
 
 

@@ -38,7 +38,7 @@ def main() -> None:
     assert mem.maybe_consolidate(10)
     if variant == "distilling":
         park(marker)
-    import sesa_graph.memory.bank as bank_module
+    import sesa_graph.memory.bank_journal as bank_module
 
     real_write = bank_module.write_json_atomic
 

@@ -13,7 +13,7 @@ import pytest
 from fakes import GOOD_SKILLS, ScriptedDistiller, by_index, failure, skill_json
 
 from sesa_graph.memory import DistillerError, MemoryConfig, SkillMemory
-from sesa_graph.memory.bank import SNAPSHOTS
+from sesa_graph.memory.bank_layout import SNAPSHOTS
 
 
 def test_background_consolidation_is_committed_only_at_a_step_boundary(make_memory, tmp_path):

@@ -11,12 +11,11 @@ from sesa_graph.memory import MemoryConfig
 from sesa_graph.memory.distiller import (
     build_messages,
     call_distiller,
-    check_candidate,
     distiller_kind,
     parse_skill_output,
-    question_entities,
 )
 from sesa_graph.memory.queue import FailureQueue
+from sesa_graph.memory.skill_checks import check_candidate, question_entities
 
 GOOD = GOOD_SKILLS[0]
 

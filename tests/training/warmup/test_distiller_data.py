@@ -16,14 +16,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.distiller import (
-    build_messages,
-    check_candidate,
-    parse_skill_output,
-    question_entities,
-)
+from sesa_graph.memory.distiller import build_messages, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key, skip_reason
 from sesa_graph.memory.skill import CATEGORIES, load_seeds
+from sesa_graph.memory.skill_checks import check_candidate, question_entities
 from sesa_graph.prompts import DISTILLER_NO_ANSWER, render_distiller_system
 from training.warmup.distiller_data import MODES, QTYPES, distiller_examples, make_failure, skill_json
 
