@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
 
-    from sesa_graph.config import PolicyConfig
+    from sesa_graph.model_config import PolicyConfig
     from sesa_graph.policy.factory import make_policy
 
     results: dict[str, dict[int, float]] = {}

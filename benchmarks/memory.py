@@ -231,7 +231,7 @@ def main() -> None:
         )
 
         if args.distiller:
-            from sesa_graph.memory.cli import load_distiller
+            from sesa_cli.bank import load_distiller
 
             bank = SkillBank.open(path, MemoryConfig(), encoder)
             seconds, report = consolidation_seconds(load_distiller(args.distiller), bank, 30, questions[:30])

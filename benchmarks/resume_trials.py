@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _train(args: list[str], **kw) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.Popen(
-        [sys.executable, "-m", "sesa_graph.cli", "train", *args],
+        [sys.executable, "-m", "sesa_cli.main", "train", *args],
         cwd=ROOT,
         env=env,
         start_new_session=True,

@@ -58,7 +58,7 @@ def main() -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.time()
     p = subprocess.Popen(
-        [sys.executable, "-m", "sesa_graph.cli", "train", *args.train_args], cwd=ROOT, env=env
+        [sys.executable, "-m", "sesa_cli.main", "train", *args.train_args], cwd=ROOT, env=env
     )
     peak, peak_at, peak_procs = 0, 0.0, {}
     while p.poll() is None:

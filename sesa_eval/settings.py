@@ -9,7 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sesa_eval.records import weights_fingerprint
-from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, SolverConfig
+from sesa_graph.config import JudgeConfig, SolverConfig
+from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from tools.config import SearchConfig
 
 BankMode = Literal["off", "on", "placebo"]

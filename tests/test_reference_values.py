@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sesa_graph.cli import build_app
+from sesa_cli.main import build_app
 from sesa_graph.config import load_config
 from sesa_graph.reference_values import DEVIATIONS, REFERENCES, flatten, origin
 

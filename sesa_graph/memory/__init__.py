@@ -1,7 +1,7 @@
 """Skill memory: the Chroma-backed skill bank and its lifecycle (retrieve, credit, queue, distil, evict).
 
 The self-play step uses :class:`SkillMemory` (see :mod:`sesa_graph.memory.memory` for the per-step
-calls); :class:`SkillBank` is the store; ``sesa bank`` (:mod:`sesa_graph.memory.cli`) inspects banks.
+calls); :class:`SkillBank` is the store; ``sesa bank`` (:mod:`sesa_cli.bank`) inspects banks.
 """
 
 from sesa_graph.memory.bank import SkillBank

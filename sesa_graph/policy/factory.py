@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, RunConfig
+from sesa_graph.config import JudgeConfig, RunConfig
+from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.templated import ChatEndpoint, for_role

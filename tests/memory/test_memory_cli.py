@@ -6,8 +6,8 @@ import pytest
 from fakes import ScriptedDistiller, by_index, failure
 from typer.testing import CliRunner
 
+from sesa_cli.bank import bank_app
 from sesa_graph.memory import MemoryConfig, SkillBank
-from sesa_graph.memory.cli import bank_app
 from sesa_graph.memory.skill import load_skill_file
 
 runner = CliRunner(env={"COLUMNS": "200"})

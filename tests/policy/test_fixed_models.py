@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 from fastapi import FastAPI, Request
 
-from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig, RunConfig
+from sesa_graph.config import JudgeConfig, RunConfig
+from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy import factory
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyClient, SamplingParams

@@ -28,7 +28,7 @@ def embedded_dir():
 @pytest.fixture(scope="module")
 def served(embedded_dir):
     """A vLLM server for the embedded model, driven through the project's client (ServedPolicy)."""
-    from sesa_graph.config import PolicyConfig
+    from sesa_graph.model_config import PolicyConfig
     from sesa_graph.policy.factory import make_policy
 
     policy = make_policy(PolicyConfig(model="embedded", backend="vllm", kv_cache_gib=1))
@@ -197,7 +197,7 @@ def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "sesa_graph.cli",
+                "sesa_cli.main",
                 "policy",
                 "serve",
                 "--model",
@@ -232,7 +232,8 @@ def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
 def test_fixed_model_served_by_vllm_judges_and_stops(tmp_path):
     """A config's `models: {NAME: {serve: {backend: vllm}}}`: its own vLLM server, a thinking template switched
     off for the judge role, stopped with its client."""
-    from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig
+    from sesa_graph.config import JudgeConfig
+    from sesa_graph.model_config import EndpointConfig, PolicyConfig
     from sesa_graph.policy.factory import make_fixed_models, make_judge
     from tests.policy.thinking_model import thinking_model_dir
 

@@ -7,7 +7,7 @@ import typer
 from eval_fakes import ListSearch, ScriptedSolver
 from typer.testing import CliRunner
 
-from sesa_eval.cli import eval_app, resolve_settings
+from sesa_cli.eval import eval_app, resolve_settings
 
 runner = CliRunner()
 

@@ -8,9 +8,10 @@ from eval_fakes import ListSearch, ScriptedSolver
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from sesa_eval.cli import resolve_settings
+from sesa_cli.eval import resolve_settings
 from sesa_eval.harness import EvalSettings, evaluate
-from sesa_graph.config import EndpointConfig, JudgeConfig, PolicyConfig
+from sesa_graph.config import JudgeConfig
+from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from sesa_graph.policy.base import GenerationResult
 
 runner = CliRunner()
@@ -124,7 +125,7 @@ async def test_kind_model_starts_the_judge_model_and_stops_it(
 def test_judge_policy_is_warned(tmp_path, data, monkeypatch):
     import typer
 
-    from sesa_eval.cli import eval_app
+    from sesa_cli.eval import eval_app
 
     monkeypatch.setattr(
         "sesa_eval.harness.make_policy", lambda cfg, tokenizer=None, log_path=None: ScriptedSolver()

@@ -6,8 +6,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from sesa_cli.runs import register
 from sesa_runs import load
-from sesa_runs.cli import register
 from sesa_runs.trace import gold_spans
 
 

@@ -4,7 +4,7 @@ import socket
 import typer
 from typer.testing import CliRunner
 
-from tools.cli import search_app
+from sesa_cli.search import search_app
 
 parent = typer.Typer()
 parent.add_typer(search_app, name="search")  # mounted as the lead's `sesa search`

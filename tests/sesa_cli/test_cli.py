@@ -3,7 +3,7 @@
 import pytest
 from typer.testing import CliRunner
 
-from sesa_graph.cli import build_app
+from sesa_cli.main import build_app
 from sesa_graph.config import ConfigError, load_config
 
 runner = CliRunner()

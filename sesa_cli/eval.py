@@ -29,7 +29,8 @@ from rich.table import Table
 from sesa_eval.datasets import display_name
 from sesa_eval.progress import EvalProgress
 from sesa_eval.settings import EvalSettings, default_name
-from sesa_graph.config import JudgeConfig, PolicyConfig, SolverConfig
+from sesa_graph.config import JudgeConfig, SolverConfig
+from sesa_graph.model_config import PolicyConfig
 from tools.config import SearchConfig
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,45 @@
+"""`sesa config`: the resolved run config, and where each value comes from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from sesa_cli.common import console
+
+config_app = typer.Typer(help="Inspect run configs.", no_args_is_help=True)
+
+
+@config_app.command("show")
+def config_show(
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML run config (default configs/tiny-cpu.yaml)."
+    ),
+    origins: bool = typer.Option(
+        False,
+        "--origins",
+        help="One line per setting: its value, whether the file or the default set it, and, for values from "
+        "the paper or SSP, [paper]/[SSP] or the reference value and why this differs.",
+    ),
+) -> None:
+    """Print the resolved run config (defaults filled in) as YAML, or with --origins where each value comes from."""
+    import yaml
+
+    from sesa_graph.config import DEFAULT_CONFIG, load_config
+    from sesa_graph.reference_values import UNSUPPORTED, flatten, origin
+
+    path = config or DEFAULT_CONFIG
+    cfg = load_config(path)
+    if not origins:
+        console.print(f"# from {path}; fields absent there are defaults")
+        console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return
+    given = flatten(yaml.safe_load(Path(path).read_text()) or {})
+    for key, value in flatten(cfg.model_dump(mode="json")).items():
+        by = "file" if key in given or any(k.startswith(key + ".") for k in given) else "default"
+        typer.echo(f"{key} = {json.dumps(value)}  # {by} {origin(key, value)}".rstrip())
+    typer.echo("# reference choices no setting expresses (deviations):")
+    for what, why in UNSUPPORTED.items():
+        typer.echo(f"#   {what}: {why}")

