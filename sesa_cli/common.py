@@ -41,3 +41,16 @@ def check_engine(engine: str) -> str:
     if engine not in ("vllm", "local"):
         raise typer.BadParameter(f"--engine must be vllm or local, got {engine!r}")
     return engine
+
+
+def print_settings(rows: list, echo=typer.echo) -> None:
+    """One line per resolved setting: ``key = value  # source [paper]/[SSP]/deviation``."""
+    import json
+
+    from sesa_graph.reference_values import UNSUPPORTED, origin
+
+    for key, value, source in rows:
+        echo(f"{key} = {json.dumps(value)}  # {source} {origin(key, value)}".rstrip())
+    echo("# reference choices no setting expresses (deviations):")
+    for what, why in UNSUPPORTED.items():
+        echo(f"#   {what}: {why}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -27,19 +26,13 @@ def config_show(
     """Print the resolved run config (defaults filled in) as YAML, or with --origins where each value comes from."""
     import yaml
 
-    from sesa_graph.config import DEFAULT_CONFIG, load_config
-    from sesa_graph.reference_values import UNSUPPORTED, flatten, origin
+    from sesa_cli.common import print_settings
+    from sesa_graph.config import DEFAULT_CONFIG, resolve_config
 
     path = config or DEFAULT_CONFIG
-    cfg = load_config(path)
+    cfg, rows = resolve_config(path)
     if not origins:
         console.print(f"# from {path}; fields absent there are defaults")
         console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
-    given = flatten(yaml.safe_load(Path(path).read_text()) or {})
-    for key, value in flatten(cfg.model_dump(mode="json")).items():
-        by = "file" if key in given or any(k.startswith(key + ".") for k in given) else "default"
-        typer.echo(f"{key} = {json.dumps(value)}  # {by} {origin(key, value)}".rstrip())
-    typer.echo("# reference choices no setting expresses (deviations):")
-    for what, why in UNSUPPORTED.items():
-        typer.echo(f"#   {what}: {why}")
+    print_settings(rows)

@@ -48,29 +48,35 @@ def train(
     With no arguments: the embedded default on CPU (SmolLM2-135M format-warmed, BM25 over the embedded
     Wikipedia summaries, MiniLM skill memory), a few steps with a scaled-down consolidation cadence.
     """
-    from sesa_graph.config import load_config
+    from sesa_cli.common import print_settings
+    from sesa_graph.config import resolve_config
     from training.launch import train as run_train
 
     setup_logging(verbose)
     ov = parse_overrides(set_)
-    for key, val in (
-        ("name", name),
-        ("train.steps", steps),
-        ("memory.mode", bank),
-        ("train.report_to", report_to),
+    flags: dict[str, str] = {}
+    for key, val, flag in (
+        ("name", name, "--name"),
+        ("train.steps", steps, "--steps"),
+        ("memory.mode", bank, "--bank"),
+        ("train.report_to", report_to, "--report-to"),
     ):
         if val is not None:
-            ov[key] = val
+            ov[key], flags[key] = val, flag
     if proposer_reward is not None:
         ov["rewards.proposer"] = {"1-p": "one_minus_p"}.get(proposer_reward, proposer_reward)
+        flags["rewards.proposer"] = "--proposer-reward"
     if no_priming:
-        ov["memory.priming_files"] = []
-        ov["memory.use_seeds"] = False
+        ov["memory.priming_files"], ov["memory.use_seeds"] = [], False
+        flags.update({"memory.priming_files": "--no-priming", "memory.use_seeds": "--no-priming"})
     if engine is not None:
-        ov.update(
-            {"solver_policy.backend": check_engine(engine), "proposer_policy.backend": check_engine(engine)}
-        )
-    cfg = load_config(config, ov) if resume is None else None
+        for key in ("solver_policy.backend", "proposer_policy.backend"):
+            ov[key], flags[key] = check_engine(engine), "--engine"
+    cfg = None
+    if resume is None:
+        cfg, rows = resolve_config(config, ov, flags)
+        typer.echo("# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)")
+        print_settings(rows)
     from training.launch import TrainingStopped
 
     try:

@@ -383,5 +383,35 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 if err["type"] == "extra_forbidden"
                 else err["msg"]
             )
-            lines.append(f"  {key}: {msg}")
+            flag = next((k for k in overrides or {} if key == k or key.startswith(k + ".")), None)
+            lines.append(f"  {key}: {msg}" + (" (set on the command line)" if flag else ""))
         raise ConfigError(f"{path}: invalid config\n" + "\n".join(lines)) from None
+
+
+Setting = tuple[str, Any, str]  # dotted key, resolved value, where it came from
+
+
+def resolve_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> tuple[RunConfig, list[Setting]]:
+    """:func:`load_config`, plus every resolved setting with its source: the command-line flag that set it
+    (``flags`` names the flag of an override key; default ``--set KEY``), the file, or the schema default.
+    `sesa train` prints these and `sesa config show --origins` too."""
+    from sesa_graph.reference_values import flatten
+
+    path = Path(path) if path else DEFAULT_CONFIG
+    overrides, flags = overrides or {}, flags or {}
+    cfg = load_config(path, overrides)
+    in_file = flatten(yaml.safe_load(path.read_text()) or {})
+
+    def source(key: str) -> str:
+        for k in overrides:
+            if key == k or key.startswith(k + "."):
+                return f"flag {flags.get(k, '--set ' + k)}"
+        if key in in_file or any(k.startswith(key + ".") or key.startswith(k + ".") for k in in_file):
+            return f"file {path}"
+        return "default"
+
+    return cfg, [(key, value, source(key)) for key, value in flatten(cfg.model_dump(mode="json")).items()]

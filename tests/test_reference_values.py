@@ -43,6 +43,6 @@ def test_config_show_origins_lists_sources_and_deviations():
         build_app(), ["config", "show", "--origins", "-c", str(ROOT / "configs" / "qwen3-4b-h200.yaml")]
     )
     assert res.exit_code == 0, res.output
-    assert "train.beta = 0.01  # file [SSP]" in res.output
+    assert "train.beta = 0.01  # file " in res.output and "qwen3-4b-h200.yaml [SSP]" in res.output
     assert "memory.tombstone_ttl_steps = 200  # default" in res.output
     assert "2 minibatch updates" in res.output

@@ -61,3 +61,18 @@ def test_bad_configs_name_the_problem(overrides, message):
 def test_missing_config_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_resolved_settings_name_the_flag_the_file_or_the_default(tmp_path):
+    from sesa_graph.config import resolve_config
+
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("solver:\n  max_turns: 4\n")
+    cfg, rows = resolve_config(cfg_file, {"train.steps": 3, "solver.top_p": 0.9}, {"train.steps": "--steps"})
+    src = {k: s for k, _, s in rows}
+    assert cfg.train.steps == 3 and src["train.steps"] == "flag --steps"
+    assert src["solver.top_p"] == "flag --set solver.top_p"
+    assert src["solver.max_turns"] == f"file {cfg_file}"
+    assert src["solver.group_size"] == "default"
+    with pytest.raises(ConfigError, match=r"train.steps: .*\(set on the command line\)"):
+        resolve_config(cfg_file, {"train.steps": 0})
