@@ -19,9 +19,9 @@ from pathlib import Path
 
 from graphs.solve import solve
 from sesa_graph.config import SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
 from sesa_graph.policy import GenerationRequest
 from sesa_graph.policy.local import LocalPolicy
+from sesa_graph.rollout.loop import RolloutContext, solver_spec
 from tools.backends import make_backend
 from tools.config import SearchConfig
 

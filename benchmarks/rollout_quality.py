@@ -111,7 +111,7 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
 
     from graphs.propose import ProposeContext, propose
     from sesa_graph.config import load_config
-    from sesa_graph.nodes.agent_loop import proposer_spec
+    from sesa_graph.rollout.loop import proposer_spec
     from sesa_graph.targets import build_embedded_pool, sample_targets
 
     run = load_config(None)  # the default run's proposer budgets
@@ -198,9 +198,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads or auto_threads())
     from sesa_graph.config import SolverConfig, load_config
-    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
-    from sesa_graph.nodes.judge import Judge, JudgeItem
     from sesa_graph.policy.local import LocalPolicy
+    from sesa_graph.rollout.judge import Judge, JudgeItem
+    from sesa_graph.rollout.loop import RolloutContext, solver_spec
     from tools.backends import make_backend
     from tools.config import SearchConfig
 

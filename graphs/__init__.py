@@ -1,1 +1,2 @@
-"""LangGraph graphs wired from the nodes in ``sesa_graph.nodes``: solve, propose, selfplay, evaluate."""
+"""LangGraph graphs wired from the rollout loop, judge and proposal checks in ``sesa_graph.rollout``: solve,
+propose, selfplay, evaluate."""

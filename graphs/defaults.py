@@ -21,7 +21,7 @@ def _parts() -> tuple[Any, Any, Any]:
 
 
 def solver_context() -> Any:
-    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+    from sesa_graph.rollout.loop import RolloutContext, solver_spec
 
     cfg, policy, search = _parts()
     return RolloutContext(policy, search, solver_spec(cfg.solver, greedy=True))
@@ -29,7 +29,7 @@ def solver_context() -> Any:
 
 def propose_context() -> Any:
     from graphs.propose import ProposeContext
-    from sesa_graph.nodes.agent_loop import proposer_spec
+    from sesa_graph.rollout.loop import proposer_spec
 
     cfg, policy, search = _parts()
     spec = proposer_spec(cfg.proposer, cfg.solver.search_k, cfg.solver.doc_chars)
@@ -38,7 +38,7 @@ def propose_context() -> Any:
 
 def selfplay_context() -> Any:
     from graphs.selfplay import SelfPlayContext
-    from sesa_graph.nodes.judge import Judge
+    from sesa_graph.rollout.judge import Judge
 
     cfg = _parts()[0]
     return SelfPlayContext(

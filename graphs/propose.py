@@ -19,9 +19,9 @@ from langgraph.types import Command
 from graphs import defaults
 from sesa_graph import prompts
 from sesa_graph.config import ProposerConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
-from sesa_graph.nodes.proposer import validate
 from sesa_graph.policy import PolicyClient
+from sesa_graph.rollout.loop import RolloutContext, generate_turn, initial_state, run_search
+from sesa_graph.rollout.proposal_checks import validate
 from sesa_graph.state import ProposeInput, ProposeState
 
 MAX_HOPS = 5

@@ -32,8 +32,8 @@ from graphs.solve import recursion_limit
 from sesa_graph import rewards
 from sesa_graph.config import RewardConfig
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.nodes.agent_loop import RolloutContext
-from sesa_graph.nodes.judge import Judge
+from sesa_graph.rollout.judge import Judge
+from sesa_graph.rollout.loop import RolloutContext
 from sesa_graph.state import SelfPlayItem
 from sesa_graph.trajectory import Trajectory
 

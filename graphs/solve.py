@@ -2,7 +2,7 @@
 
     START -> agent --(search)--> search -> agent ... --(answer / out of turns)--> END
 
-Run it with a :class:`~sesa_graph.nodes.agent_loop.RolloutContext` as LangGraph run-time context; the
+Run it with a :class:`~sesa_graph.rollout.loop.RolloutContext` as LangGraph run-time context; the
 state holds only data. Each rollout is its own graph invocation, so the G rollouts of a group never wait
 for each other turn by turn (they still share one micro-batched policy).
 """
@@ -17,7 +17,7 @@ from langgraph.types import Command
 
 from graphs import defaults
 from sesa_graph import prompts
-from sesa_graph.nodes.agent_loop import RolloutContext, generate_turn, initial_state, run_search
+from sesa_graph.rollout.loop import RolloutContext, generate_turn, initial_state, run_search
 from sesa_graph.state import SolveInput, SolveState
 
 _ROUTE = {"search": "search", "agent": "agent", "end": END}

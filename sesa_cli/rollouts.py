@@ -12,8 +12,8 @@ def _rollout_parts(
 ):
     from sesa_graph.config import SearchConfig, SolverConfig
     from sesa_graph.model_config import PolicyConfig
-    from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
     from sesa_graph.policy.factory import make_policy
+    from sesa_graph.rollout.loop import RolloutContext, solver_spec
     from tools.backends import make_backend
 
     pcfg = (
@@ -74,7 +74,7 @@ def rollout(
     import asyncio
 
     from graphs.solve import solve
-    from sesa_graph.nodes.judge import Judge
+    from sesa_graph.rollout.judge import Judge
 
     if not question.strip():
         raise typer.BadParameter("the question is empty")
@@ -107,7 +107,7 @@ def propose(
     from graphs.propose import ProposeContext
     from graphs.propose import propose as run_propose
     from sesa_graph.config import load_config
-    from sesa_graph.nodes.agent_loop import proposer_spec
+    from sesa_graph.rollout.loop import proposer_spec
 
     if not target.strip():
         raise typer.BadParameter("the target is empty")

@@ -48,13 +48,13 @@ from sesa_eval.records import (
 )
 from sesa_eval.settings import EvalSettings
 from sesa_eval.tasks import RunResult, plan_tasks, run_tasks
-from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
     make_fixed_models,
     make_judge,
     make_policy,
     probe_endpoint,
 )
+from sesa_graph.rollout.judge import Judge
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from graphs.solve import solve
 from sesa_eval.datasets import EvalQuestion
 from sesa_eval.records import RecordStore, bank_ref, record_key, same_skills, skills_sha
 from sesa_graph.config import SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
-from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict
 from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.rollout.judge import Judge, JudgeItem, Verdict
+from sesa_graph.rollout.loop import RolloutContext, solver_spec
 
 log = logging.getLogger(__name__)
 

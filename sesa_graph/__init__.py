@@ -1,1 +1,1 @@
-"""sesa-graph agent core: typed state, nodes, tag protocol, prompts, rewards, skill memory, policies."""
+"""sesa-graph agent core: typed state, rollouts, tag protocol, prompts, rewards, skill memory, policies."""

@@ -1,7 +1,7 @@
 """Typed LangGraph state of one rollout (solver or proposer) and of one self-play item.
 
 Rollout state holds only data; the policy client, search backend and settings travel in the run-time
-context (:class:`sesa_graph.nodes.agent_loop.RolloutContext`), so a state is always serializable.
+context (:class:`sesa_graph.rollout.loop.RolloutContext`), so a state is always serializable.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from sesa_graph.config import RunConfig
 from sesa_graph.fsutil import write_jsonl_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
-from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
+from sesa_graph.rollout.loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory

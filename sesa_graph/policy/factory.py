@@ -15,9 +15,9 @@ from typing import Any
 
 from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
-from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.templated import ChatEndpoint, for_role
+from sesa_graph.rollout.judge import Judge
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import pytest
 from langchain_core.language_models import BaseChatModel, FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from sesa_graph.nodes.judge import Judge, JudgeItem, Verdict, parse_judgment
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyClient
+from sesa_graph.rollout.judge import Judge, JudgeItem, Verdict, parse_judgment
 
 
 class ScriptedPolicy:

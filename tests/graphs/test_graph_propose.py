@@ -6,7 +6,7 @@ import pytest
 
 from graphs.propose import ProposeContext, ProposeInput, propose
 from sesa_graph.config import ProposerConfig
-from sesa_graph.nodes.agent_loop import proposer_spec
+from sesa_graph.rollout.loop import proposer_spec
 from tests.graphs.conftest import ScriptedPolicy
 
 

@@ -8,8 +8,8 @@ import pytest
 from graphs.propose import ProposeContext
 from graphs.selfplay import SelfPlayContext, run_step
 from sesa_graph.config import ProposerConfig, SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, proposer_spec, solver_spec
-from sesa_graph.nodes.judge import Judge
+from sesa_graph.rollout.judge import Judge
+from sesa_graph.rollout.loop import RolloutContext, proposer_spec, solver_spec
 from tests.graphs.conftest import ScriptedPolicy
 
 SECRET = "ZEBRA-SKILL-TEXT"

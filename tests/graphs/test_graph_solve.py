@@ -4,7 +4,7 @@ import asyncio
 
 from graphs.solve import solve
 from sesa_graph.config import SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, solver_spec
+from sesa_graph.rollout.loop import RolloutContext, solver_spec
 from tests.graphs.conftest import DOCS, ListSearch, ScriptedPolicy
 
 

@@ -7,8 +7,8 @@ import random
 
 from graphs.propose import ProposeContext, propose
 from sesa_graph.config import ProposerConfig
-from sesa_graph.nodes.agent_loop import proposer_spec
-from sesa_graph.nodes.proposer import pick_distractors, rag_check
+from sesa_graph.rollout.loop import proposer_spec
+from sesa_graph.rollout.proposal_checks import pick_distractors, rag_check
 from tests.graphs.conftest import ScriptedPolicy
 from tools.corpus import Doc
 

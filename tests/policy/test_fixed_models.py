@@ -17,10 +17,10 @@ from fastapi import FastAPI, Request
 
 from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
-from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy import factory
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyClient, SamplingParams
 from sesa_graph.policy.templated import ChatEndpoint, TemplatedPolicy, for_role
+from sesa_graph.rollout.judge import Judge
 
 sys.path.insert(0, str(Path(__file__).parent))  # thinking_model.py
 

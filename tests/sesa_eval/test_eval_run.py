@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from sesa_eval.harness import EvalError, EvalSettings, RecordStore, evaluate
 from sesa_graph.config import SolverConfig
-from sesa_graph.nodes.judge import Judge
 from sesa_graph.policy.base import GenerationResult
+from sesa_graph.rollout.judge import Judge
 
 
 def settings(tmp_path, data_dir, **kw):

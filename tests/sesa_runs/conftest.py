@@ -334,7 +334,7 @@ def build_eval(root: Path, bank_dir: Path, name: str = "tiny-eval") -> Path:
     from sesa_eval.harness import EvalSettings, RecordStore
     from sesa_eval.report import build_report, write_report
     from sesa_eval.tasks import Task, make_record
-    from sesa_graph.nodes.judge import Verdict
+    from sesa_graph.rollout.judge import Verdict
 
     settings = EvalSettings(
         name=name, out_root=root, datasets=["alpha", "bamboogle"], bank_modes=["off", "on"], bank=bank_dir

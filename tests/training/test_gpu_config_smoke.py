@@ -169,7 +169,7 @@ def test_gpu_config_topology_runs_two_steps_on_cpu(tmp_path, search_server, fixe
     from sesa_graph import protocol
     from sesa_graph.config import load_config
     from sesa_graph.embedded import resolve_policy_model
-    from sesa_graph.nodes.agent_loop import proposer_spec
+    from sesa_graph.rollout.loop import proposer_spec
     from tools.corpus import Doc
     from tools.render import render_docs
 

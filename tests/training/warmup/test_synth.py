@@ -16,8 +16,8 @@ from graphs.propose import proposer_messages
 from graphs.solve import solver_messages
 from sesa_graph import prompts, protocol
 from sesa_graph.config import ProposerConfig, SolverConfig
-from sesa_graph.nodes.agent_loop import RolloutContext, initial_state, run_search, solver_spec
-from sesa_graph.nodes.proposer import static_checks
+from sesa_graph.rollout.loop import RolloutContext, initial_state, run_search, solver_spec
+from sesa_graph.rollout.proposal_checks import static_checks
 from sesa_graph.scoring import contains_answer, normalize_answer
 from tools.bm25 import BM25Backend
 from tools.corpus import Doc

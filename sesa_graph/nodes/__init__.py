@@ -1,1 +1,0 @@
-"""The agent's nodes, one file each: proposer, solver, judge, distiller."""
