@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from graphs import contexts
+
 
 @lru_cache(maxsize=1)
 def _parts() -> tuple[Any, Any, Any]:
@@ -21,19 +23,13 @@ def _parts() -> tuple[Any, Any, Any]:
 
 
 def solver_context() -> Any:
-    from sesa_graph.rollout.loop import RolloutContext, solver_spec
-
     cfg, policy, search = _parts()
-    return RolloutContext(policy, search, solver_spec(cfg.solver, greedy=True))
+    return contexts.solver_context(cfg.solver, policy, search, greedy=True)
 
 
 def propose_context() -> Any:
-    from graphs.propose import ProposeContext
-    from sesa_graph.rollout.loop import proposer_spec
-
     cfg, policy, search = _parts()
-    spec = proposer_spec(cfg.proposer, cfg.solver.search_k, cfg.solver.doc_chars)
-    return ProposeContext(policy, search, spec, checks=cfg.proposer, judge=policy)
+    return contexts.propose_context(cfg, policy, search, judge=policy)
 
 
 def selfplay_context() -> Any:

@@ -8,8 +8,6 @@ the skill bank is the solver's alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -17,26 +15,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graphs import defaults
+from graphs.contexts import ProposeContext, recursion_limit
 from sesa_graph import prompts
 from sesa_graph.config import ProposerConfig
-from sesa_graph.policy import PolicyClient
-from sesa_graph.rollout.loop import RolloutContext, generate_turn, initial_state, run_search
-from sesa_graph.rollout.proposal_checks import validate
+from sesa_graph.rollout import proposal_checks
+from sesa_graph.rollout.loop import generate_turn, initial_state, run_search
 from sesa_graph.state import ProposeInput, ProposeState
 
 MAX_HOPS = 5
-
-
-@dataclass
-class ProposeContext(RolloutContext):
-    """Rollout context plus what validation needs."""
-
-    checks: ProposerConfig | None = None
-    judge: PolicyClient | None = None
-    """The RAG check's reader (a fixed model); None skips the check."""
-    distractor_queries: Sequence[str] = ()
-    """Queries unrelated to any one proposal (e.g. the target pool's answers) whose hits are the RAG check's
-    'random' distractors; empty: the question's own hits, as with source 'question'."""
 
 
 def proposer_messages(target: str, hops: int) -> list[dict[str, str]]:
@@ -71,9 +57,10 @@ async def search(
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
-async def check(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
+async def validate(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
+    """The ``validate`` node: :func:`sesa_graph.rollout.proposal_checks.validate` on the final question."""
     ctx = _ctx(runtime)
-    result = await validate(
+    result = await proposal_checks.validate(
         dict(state),
         ctx.checks or ProposerConfig(),
         ctx.judge,
@@ -94,7 +81,7 @@ def build_propose_graph():
     g.add_node("start", start)
     g.add_node("agent", agent)
     g.add_node("search", search)
-    g.add_node("validate", check)
+    g.add_node("validate", validate)
     g.add_edge(START, "start")
     g.add_edge("start", "agent")
     g.add_edge("validate", END)
@@ -107,5 +94,7 @@ graph = build_propose_graph()
 async def propose(target: str, hops: int, ctx: ProposeContext) -> ProposeState:
     """Run one proposer rollout + validation and return its final state."""
     return await graph.ainvoke(
-        {"target": target, "hops": hops}, context=ctx, config={"recursion_limit": 2 * ctx.spec.max_turns + 8}
+        {"target": target, "hops": hops},
+        context=ctx,
+        config={"recursion_limit": recursion_limit(ctx.spec.max_turns)},
     )

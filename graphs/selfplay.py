@@ -25,10 +25,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from graphs import defaults
-from graphs.propose import ProposeContext
+from graphs.contexts import ProposeContext, recursion_limit
 from graphs.propose import graph as propose_graph
 from graphs.solve import graph as solve_graph
-from graphs.solve import recursion_limit
 from sesa_graph import rewards
 from sesa_graph.config import RewardConfig
 from sesa_graph.memory.config import MemoryConfig
@@ -65,7 +64,7 @@ async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dic
     out = await propose_graph.ainvoke(
         {"target": state["target"], "hops": state.get("hops", 1)},
         context=ctx.proposer,
-        config={"recursion_limit": 2 * ctx.proposer.spec.max_turns + 8},
+        config={"recursion_limit": recursion_limit(ctx.proposer.spec.max_turns)},
     )
     return {"proposal": dict(out)}
 
@@ -183,7 +182,7 @@ async def run_step(
             raise ValueError(f"self-play item {it.get('item_id')!r} has an empty target")
     finals = await graph.abatch(
         [dict(it, rollouts=[]) for it in items],
-        config={"max_concurrency": max_concurrency, "recursion_limit": 50},
+        config={"max_concurrency": max_concurrency, "recursion_limit": recursion_limit()},
         context=ctx,
     )
     # the skill memory's own settings say how much of a failure's evidence its distiller gets to see

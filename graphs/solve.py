@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graphs import defaults
+from graphs.contexts import recursion_limit
 from sesa_graph import prompts
 from sesa_graph.rollout.loop import RolloutContext, generate_turn, initial_state, run_search
 from sesa_graph.state import SolveInput, SolveState
@@ -62,11 +63,6 @@ def build_solve_graph():
 
 
 graph = build_solve_graph()
-
-
-def recursion_limit(max_turns: int) -> int:
-    """Two supersteps per turn (agent + search), the start node and the final turn."""
-    return 2 * max_turns + 6
 
 
 async def solve(question: str, ctx: RolloutContext, skills_block: str | None = None) -> SolveState:

@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphs.contexts import solver_context
 from graphs.solve import solve
 from sesa_eval.datasets import EvalQuestion
 from sesa_eval.records import RecordStore, bank_ref, record_key, same_skills, skills_sha
 from sesa_graph.config import SolverConfig
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.rollout.judge import Judge, JudgeItem, Verdict
-from sesa_graph.rollout.loop import RolloutContext, solver_spec
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,6 @@ async def run_tasks(
     queue: asyncio.Queue[Task] = asyncio.Queue()
     for t in tasks:
         queue.put_nowait(t)
-    greedy_spec, sampled_spec = solver_spec(solver, greedy=True), solver_spec(solver, greedy=False)
     model = getattr(policy, "name", "?")
     workers: list[asyncio.Task] = []
 
@@ -217,8 +216,8 @@ async def run_tasks(
             }
             res.rejudged += 1
             return rec
-        spec = greedy_spec if task.seed is None else sampled_spec
-        ctx = RolloutContext(policy=policy, search=search, spec=spec, seed=task.seed)
+        # no seed: one greedy rollout; seed i: the i-th sampled repeat at the solver's temperature
+        ctx = solver_context(solver, policy, search, greedy=task.seed is None, seed=task.seed)
         try:
             state = await solve(task.q.question, ctx, task.skills_block or None)
         except PolicyUnavailableError:

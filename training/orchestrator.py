@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphs.propose import ProposeContext
+from graphs.contexts import propose_context, solver_context
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
 from sesa_graph.fsutil import write_jsonl_atomic
@@ -26,7 +26,6 @@ from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
-from sesa_graph.rollout.loop import RolloutContext, proposer_spec, solver_spec
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
@@ -112,19 +111,17 @@ class Orchestrator:
         self.pool = load_pool(cfg.train.target_pool, cfg.train.max_hops, cfg.seed)
         self.reuse = ReusePool(self.run_dir / "reuse_pool.json")
         self.versions = {"proposer": 0, "solver": 0}
-        pc = cfg.proposer
         self.ctx = SelfPlayContext(
-            proposer=ProposeContext(
+            proposer=propose_context(
+                cfg,
                 self.proposer_policy,
                 self.search,
-                proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars),
-                seed=cfg.seed,
-                checks=pc,
                 judge=rag_reader,
+                seed=cfg.seed,
                 # 'random' distractors: documents found for other targets, unrelated to the question
                 distractor_queries=[t.answer for t in self.pool],
             ),
-            solver=RolloutContext(self.solver_policy, self.search, solver_spec(cfg.solver), seed=None),
+            solver=solver_context(cfg.solver, self.solver_policy, self.search, greedy=False, seed=None),
             judge=self.judge,
             group_size=cfg.solver.group_size,
             rewards=cfg.rewards,
