@@ -9,7 +9,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
-RolloutStatus = Literal["running", "answered", "malformed", "max_turns", "search_error"]
+RolloutStatus = Literal["running", "answered", "malformed", "max_turns", "max_tokens", "search_error"]
+"""How a rollout ended: ``max_turns`` when its turn limit ran out, ``max_tokens`` when its token budget
+(``max_total_tokens``) did, before it took its terminal action."""
 
 
 class RolloutState(TypedDict, total=False):
@@ -30,7 +32,8 @@ class RolloutState(TypedDict, total=False):
     n_turns: int
     """Assistant turns taken so far."""
     final_turn: bool
-    """True once turns ran out: the next generation is the last, and may not search."""
+    """True once turns ran out (or the token budget has no room for another search): the next generation is
+    the last, and may not search."""
     status: RolloutStatus
     """How the rollout ended (``running`` while it goes on)."""
     final: str | None

@@ -34,7 +34,7 @@ class Trajectory(BaseModel):
     searches_json: str = Field("[]", description="Search calls and their documents as JSON.")
     n_turns: int = 0
     n_searches: int = 0
-    status: str = Field(description="answered | malformed | max_turns | search_error.")
+    status: str = Field(description="answered | malformed | max_turns | max_tokens | search_error.")
     final: str | None = Field(None, description="The answer (solver) or question (proposer).")
     question: str = Field("", description="The question the solver answered (solver) or proposed (proposer).")
     target: str = Field("", description="The target answer of the self-play item (the solver's gold).")

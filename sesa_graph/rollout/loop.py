@@ -3,7 +3,8 @@
 One assistant turn is one policy call that continues the rollout's token ids until an action closes.
 Injected text (search results, notices) is appended as tokens with ``env_mask = 0`` so GRPO never
 trains on it. Model output never raises: an invalid turn gets a notice telling the policy how to use the
-tags, and a rollout that ends without its terminal action is ``malformed`` or ``max_turns``.
+tags, and a rollout that ends without its terminal action is ``malformed``, ``max_turns`` (turn limit) or
+``max_tokens`` (token budget, ``max_total_tokens``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     spec = ctx.spec
     room = spec.max_total_tokens - len(state["completion_ids"])
     if room <= 0:
-        return {"status": "max_turns"}, "end"
+        return {"status": "max_tokens"}, "end"
     sampling = SamplingParams(
         max_tokens=min(spec.max_tokens_per_turn, room),
         temperature=spec.temperature,
@@ -105,7 +106,7 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
         and turn.kind == "invalid"
         and (raw := protocol.parse_turn(res.text, allowed=spec.allowed)).kind == "search"
     ):
-        turn = raw  # it searched with no searches left: ends max_turns, as without the forced tag
+        turn = raw  # it searched with no searches left: ends as a search on the last turn does
     n_turns = state["n_turns"] + 1
     update: dict[str, Any] = {
         "completion_ids": state["completion_ids"] + res.token_ids,
@@ -128,7 +129,8 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
         return {**update, "status": "answered", "final": turn.content}, "end"
     if state["final_turn"]:
         # the last chance was used without the terminal action
-        return {**update, "status": "max_turns" if turn.kind == "search" else "malformed"}, "end"
+        status = _out_of_budget(state, spec) if turn.kind == "search" else "malformed"
+        return {**update, "status": status}, "end"
     if turn.kind == "search":
         return update, "search"
     notice = spec.invalid_notice
@@ -137,6 +139,12 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     merged = {**state, **update}
     text = protocol.render_notice(notice) + _final_prefix(spec, merged)
     return {**update, **_inject(merged, ctx, text)}, "agent"
+
+
+def _out_of_budget(state: RolloutState, spec: LoopSpec) -> str:
+    """Why the last turn was the last: ``max_turns`` when the turn limit was reached, else ``max_tokens`` (the
+    token budget had no room for another search, see :func:`_no_room_for_another_search`)."""
+    return "max_turns" if state["n_turns"] >= spec.max_turns else "max_tokens"
 
 
 def _final_prefix(spec: LoopSpec, state: dict[str, Any]) -> str:

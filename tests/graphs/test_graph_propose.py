@@ -109,3 +109,8 @@ def test_bad_inputs(tokenizer, search):
 def test_proposer_state_has_no_skills_field():
     assert "skills_block" not in ProposeInput.__annotations__
     assert not any("skill" in k for k in ProposeInput.__annotations__)
+
+
+def test_a_proposal_that_ran_out_of_tokens_says_so(tokenizer, search):
+    out = _run(tokenizer, search, ["<search>Gustave Eiffel</search>"], max_turns=10, max_total_tokens=64)
+    assert out["valid"] is False and out["invalid_reason"] == "no_question:max_tokens"

@@ -69,8 +69,32 @@ def test_search_failure_is_retried_then_search_error(tokenizer):
 def test_token_budget_ends_the_rollout(tokenizer, search):
     policy = ScriptedPolicy(tokenizer, ["<search>Paris</search>"])
     out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=10, max_total_tokens=64)))
-    assert out["status"] == "max_turns"
+    assert out["status"] == "max_tokens"  # the token budget, not the turn limit, ended it
     assert out["n_turns"] < 10
+
+
+def test_a_rollout_with_no_room_left_ends_max_tokens(tokenizer, search):
+    # an invalid turn longer than the whole budget: the next turn has no room at all
+    policy = ScriptedPolicy(tokenizer, ["blah " * 80])
+    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=10, max_total_tokens=64)))
+    assert out["status"] == "max_tokens" and out["n_turns"] == 1 and policy.calls == 1
+
+
+def test_a_last_turn_the_budget_forced_that_searches_ends_max_tokens(tokenizer, search):
+    policy = ScriptedPolicy(tokenizer, ["<search>Eiffel Tower</search>"])
+    out = asyncio.run(
+        solve("Q?", _ctx(policy, search, max_turns=10, max_total_tokens=400, max_tokens_per_turn=40))
+    )
+    assert "No searches left" in policy.prompts[-1]  # the budget made the last turn the last
+    assert out["status"] == "max_tokens" and out["n_turns"] < 10
+
+
+def test_turn_limit_and_budget_reached_together_is_max_turns(tokenizer, search):
+    policy = ScriptedPolicy(tokenizer, ["<search>Eiffel Tower</search>"])
+    out = asyncio.run(
+        solve("Q?", _ctx(policy, search, max_turns=1, max_total_tokens=400, max_tokens_per_turn=40))
+    )
+    assert out["status"] == "max_turns" and out["n_turns"] == 2
 
 
 def test_skills_reach_the_prompt_escaped(tokenizer, search):
