@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sesa_eval.records import RECORDS, RETRY_STATUSES, complete_length, parse_records
+from sesa_eval.records import RECORDS, RETRY_STATUSES, parse_records
 
 LEVEL = 0.95
 
@@ -28,8 +28,7 @@ def read_records(eval_dir: Path) -> list[dict[str, Any]] | None:
     path = Path(eval_dir) / RECORDS
     if not path.is_file():
         return None
-    data = path.read_bytes()
-    return list(parse_records(data[: complete_length(data)], path).values())
+    return list(parse_records(path.read_bytes(), path).values())
 
 
 def per_question(records: Iterable[Mapping[str, Any]], mode: str, field: str) -> dict[str, dict[str, float]]:

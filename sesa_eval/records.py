@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sesa_graph.fsutil import JsonlError, JsonlRows, parse_jsonl
+
 log = logging.getLogger(__name__)
 
 RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "report.md", "report.json"
@@ -38,18 +40,30 @@ def complete_length(data: bytes) -> int:
     return len(data) if not data or data.endswith(b"\n") else data.rfind(b"\n") + 1
 
 
-def parse_records(data: bytes, path: Path) -> dict[str, dict[str, Any]]:
-    """The last record of each key in complete JSONL ``data``; a line that is not a record is an error."""
+def latest_records(rows: JsonlRows) -> dict[str, dict[str, Any]]:
+    """The last record of each key among JSONL rows read by :func:`sesa_graph.fsutil.read_jsonl`; a row
+    that is not a record (no ``key``) is an error naming ``file:line``."""
     latest: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            latest[rec["key"]] = rec
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EvalError(f"{path}:{n}: not a record ({exc}); move the file away to start over") from None
+    for n, rec in zip(rows.line_numbers, rows):
+        if "key" not in rec:
+            raise EvalError(f"{rows.path}:{n}: not a record (no 'key'); move the file away to start over")
+        latest[rec["key"]] = rec
     return latest
+
+
+def parse_records(data: bytes, path: Path) -> dict[str, dict[str, Any]]:
+    """The last record of each key in JSONL ``data`` (read under :func:`sesa_graph.fsutil.parse_jsonl`'s
+    policy: a torn last line is skipped); a line that is not a record is an error naming ``file:line``."""
+    return latest_records(_rows(data, path))
+
+
+def _rows(data: bytes, path: Path) -> JsonlRows:
+    try:
+        return parse_jsonl(data, path)
+    except JsonlError as exc:
+        raise EvalError(
+            f"{exc.path}:{exc.line}: not a record ({exc.reason}); move the file away to start over"
+        ) from None
 
 
 class RecordStore:
@@ -67,8 +81,9 @@ class RecordStore:
 
     def _load(self) -> None:
         data = self.path.read_bytes()
-        cut = complete_length(data)
-        if cut < len(data):
+        rows = _rows(data, self.path)
+        if rows.torn:
+            cut = complete_length(data)
             log.warning(
                 "%s: dropping a torn last line (%d bytes) left by an interrupted run",
                 self.path,
@@ -76,7 +91,10 @@ class RecordStore:
             )
             with open(self.path, "r+b") as f:
                 f.truncate(cut)
-        self.latest = parse_records(data[:cut], self.path)
+        elif data and not data.endswith(b"\n"):  # a complete last record without its newline
+            with open(self.path, "ab") as f:
+                f.write(b"\n")
+        self.latest = latest_records(rows)
 
     def done(self, key: str) -> dict[str, Any] | None:
         """The cached record for ``key`` if it is a result (not a failure to run again)."""

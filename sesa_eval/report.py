@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from sesa_eval.datasets import display_name
 from sesa_eval.paired import paired_intervals
+from sesa_graph.statuses import FAILURE_STATUSES
 
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}
@@ -30,6 +31,12 @@ MODE_LABELS = {
     "on": "on (SESA-On: bank skills)",
     "placebo": "placebo (unrelated skills)",
 }
+
+
+def headline_modes(modes: Iterable[str]) -> list[str]:
+    """Bank modes in headline order: off, on, placebo, then any other sorted."""
+    modes = set(modes)
+    return [m for m in MODE_LABELS if m in modes] + sorted(modes - set(MODE_LABELS))
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -315,14 +322,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 
 def diagnostic_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """Header + one row per mode; one count column per failure status of :mod:`sesa_graph.statuses`."""
+    ended = FAILURE_STATUSES
     rows = [
         [
             "bank mode",
             "records",
             "answered %",
-            "max_turns",
-            "malformed",
-            "errors",
+            *ended,
             "turns",
             "searches",
             "skills/q",
@@ -338,9 +345,7 @@ def diagnostic_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 mode,
                 str(d["records"]),
                 _pct(d["answered_pct"]),
-                str(st.get("max_turns", 0)),
-                str(st.get("malformed", 0)),
-                str(st.get("error", 0)),
+                *(str(st.get(name, 0)) for name in ended),
                 _pct(d["mean_turns"]),
                 _pct(d["mean_searches"]),
                 _pct(d["mean_skills"]),

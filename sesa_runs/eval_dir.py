@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from sesa_eval.report import METRICS, aggregate, headline_modes
+from sesa_graph.fsutil import read_jsonl
 from sesa_runs.files import (
     BankFiles,
     RunNotFoundError,
@@ -23,7 +25,6 @@ from sesa_runs.files import (
     missing,
     not_found,
     read_json,
-    read_jsonl_lines,
     rollout_frame,
     seed_key,
     select,
@@ -76,7 +77,9 @@ class Eval:
 
     def _records(self) -> list[dict[str, Any]]:
         latest: dict[str, dict[str, Any]] = {}
-        for r in read_jsonl_lines(self.path / "records.jsonl"):
+        rows = read_jsonl(self.path / "records.jsonl", missing_ok=True)
+        self.torn_lines = rows.torn  # a record being written (or left torn by a kill) is skipped
+        for r in rows:
             latest[r.get("key", str(len(latest)))] = r  # a re-run record supersedes the earlier one
         return list(latest.values())
 
@@ -129,27 +132,25 @@ class Eval:
 
     def off_on(self, metric: str = "score") -> pd.DataFrame:
         """Per dataset (and the unweighted mean of datasets): the mean ``metric`` (%) and n of each bank
-        mode, and ``on - off`` when both ran. Records with status ``error`` are left out, as in report.json."""
-        df = self.records()
-        df = df[df["status"] != "error"]
-        modes = [m for m in ("off", "on", "placebo") if m in set(df["mode"])] + sorted(
-            set(df["mode"].dropna()) - {"off", "on", "placebo"}
-        )
-        rows = []
-        for ds in sorted(set(df["dataset"].dropna())):
-            row: dict[str, Any] = {"dataset": ds}
-            for m in modes:
-                sub = df[(df["dataset"] == ds) & (df["mode"] == m)]
-                row[m] = 100.0 * sub[metric].astype(float).mean() if len(sub) else None
-                row[f"n_{m}"] = len(sub)
-            rows.append(row)
-        if rows:
-            mean = {"dataset": "mean"}
-            for m in modes:
-                vals = [r[m] for r in rows if r[m] is not None]
-                mean[m] = sum(vals) / len(vals) if len(vals) == len(rows) else None
-                mean[f"n_{m}"] = sum(r[f"n_{m}"] for r in rows)
-            rows.append(mean)
+        mode, and ``on - off`` when both ran -- the cells of report.json's headline, computed by the same
+        function (:func:`sesa_eval.report.aggregate`: records with status ``error`` left out, seeds averaged
+        per seed first). ``metric``: a record field (score, em, f1) or a report metric (judge, em, f1)."""
+        field = METRICS.get(metric, metric)
+        recs = [
+            r for r in self._records() if r.get("status") != "error" and r.get("mode") and r.get("dataset")
+        ]
+        modes = headline_modes({r["mode"] for r in recs})
+        datasets = sorted({r["dataset"] for r in recs})
+        cells = aggregate(recs, datasets, modes, field)
+        rows = [
+            {
+                "dataset": ds,
+                **{
+                    k: v for m in modes for k, v in ((m, cells[m][ds]["mean"]), (f"n_{m}", cells[m][ds]["n"]))
+                },
+            }
+            for ds in ([*datasets, "mean"] if datasets else [])
+        ]
         out = pd.DataFrame(rows, columns=["dataset"] + [c for m in modes for c in (m, f"n_{m}")])
         if "off" in modes and "on" in modes:
             out["on - off"] = [

@@ -14,22 +14,15 @@ from typing import Any
 
 import pandas as pd
 
+from sesa_graph import statuses
+from sesa_graph.fsutil import read_jsonl
+from sesa_graph.memory.bank_layout import BankNotFoundError
+from sesa_graph.memory.snapshot import bank_dir
 from sesa_graph.scoring import contains_answer
 
 ROLES = ("proposer", "solver")
 TOKEN_COLUMNS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
-BANK_DIRS = ("bank", "memory")  # where a run keeps its skill bank (the orchestrator writes bank/)
 NUMERIC = ("reward", "success_rate", "score", "em", "f1")  # NaN stays NaN in these columns
-
-COLUMNS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
-BANK_DIRS = ("bank", "memory")
-_NUMERIC = (
-    "reward",
-    "success_rate",
-    "score",
-    "em",
-    "f1",
-)  # where a run keeps its skill bank (the orchestrator writes bank/)
 
 COLUMNS = (
     "id",
@@ -74,16 +67,9 @@ COLUMNS = (
 ``reward``: the trained reward (an eval: the judge score); ``failure``: see :data:`FAILURE_KINDS`;
 ``gold_retrieved``: a gold answer occurs in a retrieved document (None when documents were not recorded)."""
 
-FAILURE_KINDS = {
-    "malformed": "broke the tag protocol (no well-formed answer)",
-    "max_turns": "ran out of turns or tokens still searching",
-    "search_error": "the search tool failed",
-    "error": "the rollout raised (not a search failure)",
-    "wrong_gold_retrieved": "answered wrongly although a retrieved document contains the gold answer",
-    "wrong_gold_not_retrieved": "answered wrongly; no retrieved document contains the gold answer",
-    "wrong_retrieval_unknown": "answered wrongly; the retrieved documents were not recorded",
-}
-"""The failure taxonomy of solver rollouts (``failure`` column; ``correct`` for successes, None for proposers)."""
+FAILURE_KINDS = statuses.FAILURE_KINDS
+"""The failure taxonomy of solver rollouts (``failure`` column; ``correct`` for successes, None for
+proposers): kind -> description, from the one table :data:`sesa_graph.statuses.OUTCOMES`."""
 
 
 class RunNotFoundError(FileNotFoundError):
@@ -98,22 +84,6 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def read_jsonl_lines(path: Path) -> list[dict[str, Any]]:
-    """The parseable JSON objects of a JSONL file; a line being written (torn) is skipped."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.strip():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
 
 
 def missing(v: Any) -> bool:
@@ -158,7 +128,7 @@ def failure_kind(
     """``correct`` or one of :data:`FAILURE_KINDS` for one solver rollout."""
     if truthy(correct):
         return "correct"
-    if status in ("malformed", "max_turns", "search_error"):
+    if status in statuses.FAILURE_STATUSES and status != "error":
         return status
     if status == "error":
         return "search_error" if (error or "").startswith("search_error") else "error"
@@ -218,7 +188,7 @@ def failure_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     rows = []
     for key, sub in [(None, df)] if by is None else list(df.groupby(by, sort=True)):
         counts = sub["failure"].value_counts()
-        for kind in ("correct", *FAILURE_KINDS):
+        for kind in statuses.KIND_ORDER:
             if counts.get(kind, 0):
                 rows.append(
                     ([key] if by else [])
@@ -226,7 +196,7 @@ def failure_table(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
                         kind,
                         int(counts[kind]),
                         counts[kind] / len(sub),
-                        FAILURE_KINDS.get(kind, "answered correctly"),
+                        statuses.OUTCOMES[kind].description,
                     ]
                 )
     return pd.DataFrame(rows, columns=cols)
@@ -274,15 +244,15 @@ class BankFiles:
     def live(self) -> list[dict[str, Any]]:
         if self.path is None:
             return []
-        live = read_jsonl_lines(self.path / "skills.jsonl")
+        live = read_jsonl(self.path / "skills.jsonl", missing_ok=True)
         if not live and self._snap_paths():
-            live = read_jsonl_lines(self._snap_paths()[-1])
+            live = read_jsonl(self._snap_paths()[-1])
         return live
 
     def snapshot(self, version: int) -> list[dict[str, Any]]:
         if self.path is None:
             return []
-        return read_jsonl_lines(self.path / "snapshots" / f"v{int(version):04d}.jsonl")
+        return read_jsonl(self.path / "snapshots" / f"v{int(version):04d}.jsonl", missing_ok=True)
 
     def skill_texts(self, ids: Sequence[str], version: Any = None) -> list[dict[str, Any]]:
         """The skills with these ids as they were at bank ``version`` (else as they are now), in order, with
@@ -307,7 +277,7 @@ class BankFiles:
     def history(self) -> pd.DataFrame:
         rows, before = [], None
         for p in self._snap_paths():
-            skills = read_jsonl_lines(p)
+            skills = read_jsonl(p)
             ids = {s["id"] for s in skills}
             rep = read_json(p.with_name(p.stem + ".report.json")) or {}
             version = int(p.stem.lstrip("v"))
@@ -366,12 +336,12 @@ def eval_searches(r: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 
 def find_bank(path: Path) -> Path | None:
-    """A bank directory given it, a run directory, or ``<bank>@vN`` as eval records write it."""
-    path = Path(str(path).split("@v")[0])
-    for cand in (path, *(path / d for d in BANK_DIRS)):
-        if (cand / "snapshots").is_dir() or (cand / "skills.jsonl").is_file():
-            return cand
-    return None
+    """:func:`sesa_graph.memory.snapshot.bank_dir` (a bank, a run directory holding one, or ``<bank>@vN``),
+    or None where there is no bank."""
+    try:
+        return bank_dir(path)
+    except BankNotFoundError:
+        return None
 
 
 def not_found(wanted: str, ids: list[str], where: str) -> str:

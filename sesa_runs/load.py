@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sesa_graph.fsutil import read_jsonl
 from sesa_runs.eval_dir import Eval
 from sesa_runs.files import (
     COLUMNS,
@@ -43,7 +44,6 @@ from sesa_runs.files import (
     failure_kind,
     failure_table,
     missing,
-    read_jsonl_lines,
     select,
     truthy,
 )
@@ -66,7 +66,7 @@ __all__ = [
     "open_dir",
     "open_eval",
     "open_run",
-    "read_jsonl_lines",
+    "read_jsonl",
     "select",
     "truthy",
 ]

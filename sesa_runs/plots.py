@@ -19,38 +19,23 @@ from typing import Any
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from sesa_graph import statuses
 from sesa_runs.load import Eval, Run, missing, truthy
 
-KIND_ORDER = (
-    "correct",
-    "wrong_gold_retrieved",
-    "wrong_gold_not_retrieved",
-    "wrong_retrieval_unknown",
-    "max_turns",
-    "malformed",
-    "search_error",
-    "error",
-)
+KIND_ORDER = statuses.KIND_ORDER
 KIND_COLOURS = {
     "correct": "#2da44e",
     "wrong_gold_retrieved": "#fb8f44",
     "wrong_gold_not_retrieved": "#bc4c00",
     "wrong_retrieval_unknown": "#d4a72c",
     "max_turns": "#8250df",
+    "max_tokens": "#c297ff",
     "malformed": "#cf222e",
     "search_error": "#6e7781",
     "error": "#24292f",
 }
-KIND_LABELS = {
-    "correct": "correct",
-    "wrong_gold_retrieved": "wrong, gold retrieved",
-    "wrong_gold_not_retrieved": "wrong, gold never retrieved",
-    "wrong_retrieval_unknown": "wrong (docs not recorded)",
-    "max_turns": "max turns",
-    "malformed": "malformed",
-    "search_error": "search error",
-    "error": "error",
-}
+"""Colours keyed by the names of :data:`sesa_graph.statuses.OUTCOMES` (a kind without one is grey)."""
+KIND_LABELS = {k: statuses.label(k) for k in KIND_ORDER}
 MODE_COLOURS = {"off": "#8c959f", "on": "#0969da", "placebo": "#d4a72c"}
 PROPOSER, SOLVER = "#8250df", "#0969da"
 
@@ -257,9 +242,9 @@ def _kind_bars(ax: Any, table: pd.DataFrame, horizontal: bool = False) -> None:
     for k in [k for k in KIND_ORDER if k in table.columns]:
         vals = table[k].astype(float)
         if horizontal:
-            ax.barh(x, vals, left=bottom, color=KIND_COLOURS[k], label=KIND_LABELS[k])
+            ax.barh(x, vals, left=bottom, color=KIND_COLOURS.get(k, "#8c959f"), label=KIND_LABELS[k])
         else:
-            ax.bar(x, vals, bottom=bottom, color=KIND_COLOURS[k], label=KIND_LABELS[k])
+            ax.bar(x, vals, bottom=bottom, color=KIND_COLOURS.get(k, "#8c959f"), label=KIND_LABELS[k])
         bottom += vals
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from sesa_runs.load import FAILURE_KINDS, Eval, Run, open_dir, truthy
+from sesa_graph import statuses
+from sesa_runs.load import Eval, Run, open_dir, truthy
 from sesa_runs.plots import (
     EVAL_FIGURES,
     KIND_COLOURS,
@@ -99,13 +100,15 @@ def _taxonomy(df: pd.DataFrame, by: str | None = None) -> str:
         for kind in [k for k in KIND_ORDER if k in set(sub["failure"])]:
             ex = sub[sub["failure"] == kind].iloc[0]
             n = int((sub["failure"] == kind).sum())
-            what = FAILURE_KINDS.get(kind, "") if kind != "correct" else "answered correctly"
+            what = statuses.OUTCOMES[kind].description
             final = ex["final"] if isinstance(ex["final"], str) else "(none)"
             example = (
                 f"<code>{_e(ex['id'])}</code><br>Q: {_e(str(ex['question'])[:160])}<br>"
                 f"A: {_e(final)} · gold: {_e(' | '.join(ex['golds']))}"
             )
-            label = f'<span style="color:{KIND_COLOURS[kind]}">■</span> {_e(KIND_LABELS[kind])}'
+            label = (
+                f'<span style="color:{KIND_COLOURS.get(kind, "#8c959f")}">■</span> {_e(KIND_LABELS[kind])}'
+            )
             cells = ([_e(key)] if by else []) + [
                 label,
                 n,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from sesa_graph.fsutil import read_jsonl
 from sesa_runs.files import (
-    BANK_DIRS,
     NUMERIC,
     ROLES,
     TOKEN_COLUMNS,
@@ -21,11 +21,11 @@ from sesa_runs.files import (
     as_list,
     docs_contain,
     failure_kind,
+    find_bank,
     loads,
     missing,
     not_found,
     read_json,
-    read_jsonl_lines,
     rollout_frame,
     select,
     skill_frame,
@@ -57,8 +57,7 @@ class Run:
             )
         self.name = self.path.name
         self._shards: dict[Path, tuple[float, pd.DataFrame]] = {}
-        bank = next((self.path / d for d in BANK_DIRS if (self.path / d).is_dir()), None)
-        self.bank = BankFiles(bank)
+        self.bank = BankFiles(find_bank(self.path))
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "in progress"
@@ -84,7 +83,8 @@ class Run:
 
     # ---- steps and metrics ------------------------------------------------------------------------------
     def _metric_lines(self) -> list[dict[str, Any]]:
-        return read_jsonl_lines(self.path / "metrics.jsonl")
+        """metrics.jsonl; a torn last line (a step being committed) is skipped, a bad line is an error."""
+        return read_jsonl(self.path / "metrics.jsonl", missing_ok=True)
 
     def steps(self) -> list[int]:
         """Committed steps: those with a metrics line (a resumed step counts once)."""

@@ -19,19 +19,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sesa_graph import protocol
+from sesa_graph import protocol, statuses
 from sesa_graph.scoring import contains_answer
 
-FAILURE_TEXT = {
-    "correct": "correct",
-    "malformed": "malformed: broke the tag protocol (no well-formed answer)",
-    "max_turns": "max turns: ran out of turns or tokens still searching",
-    "search_error": "search error: the search tool failed",
-    "error": "error: the rollout raised",
-    "wrong_gold_retrieved": "wrong answer although a retrieved document contains the gold",
-    "wrong_gold_not_retrieved": "wrong answer; the gold was never retrieved",
-    "wrong_retrieval_unknown": "wrong answer (retrieved documents not recorded)",
-}
+FAILURE_TEXT = {k: statuses.describe(k) for k in statuses.KIND_ORDER}
+"""Outcome line per failure kind, from the one table :data:`sesa_graph.statuses.OUTCOMES`."""
 
 
 def _clean(v: Any) -> Any:
@@ -162,6 +154,25 @@ class Trace:
             source=source,
         )
 
+    @classmethod
+    def from_state(cls, state: dict[str, Any], role: str = "solver", golds: list[str] | None = None) -> Trace:
+        """From a finished rollout state of the solve or propose graph (``sesa rollout``, ``sesa propose``)."""
+        proposer = role == "proposer"
+        meta = {k: state.get(k) for k in ("hops", "target", "valid", "invalid_reason", "error")}
+        return cls(
+            id=f"{role} rollout",
+            role=role,
+            question=str(state.get("question") or ""),
+            golds=[
+                str(g) for g in (golds or ([state["target"]] if proposer and state.get("target") else []))
+            ],
+            status=str(state.get("status") or "?"),
+            final=state.get("final"),
+            turns=list(state.get("turns") or []),
+            searches=list(state.get("searches") or []),
+            meta=meta,
+        )
+
     # ---- the structure both renderers walk ---------------------------------------------------------------
     def _steps(self) -> list[tuple[dict[str, Any], dict[str, Any] | None, bool]]:
         """(turn, its search record or None, search-record-missing) for each turn."""
@@ -234,8 +245,9 @@ class Trace:
         else:
             add("question: ", "bold")
             add(self.question + "\n")
-            add("gold: ", "bold")
-            add(" | ".join(self.golds) + "\n", "green")
+            if self.golds:
+                add("gold: ", "bold")
+                add(" | ".join(self.golds) + "\n", "green")
         if self.skills:
             v = self.meta.get("skill_bank_version")
             add(f"skills in the prompt{f' (bank v{v})' if v is not None else ''}:\n", "bold magenta")
@@ -297,8 +309,11 @@ class Trace:
                     add(f"  judge said: {self.verdict['raw']}\n", "dim")
         if self.meta.get("error"):
             add(f"error: {self.meta['error']}\n", "red")
-        add("outcome: ", "bold")
-        add(self._outcome() + "\n", "green" if self._outcome() in ("correct", "valid question") else "red")
+        if self._outcome():  # (a rollout not judged yet has none)
+            add("outcome: ", "bold")
+            add(
+                self._outcome() + "\n", "green" if self._outcome() in ("correct", "valid question") else "red"
+            )
         return out
 
     def to_text(self) -> str:

@@ -10,6 +10,7 @@ safe while a run is writing the bank::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,12 +18,23 @@ from sesa_graph.fsutil import read_jsonl
 from sesa_graph.memory.bank_layout import LIVE, SNAPSHOTS, STATE, BankNotFoundError, snapshot_name
 from sesa_graph.memory.skill import Skill
 
+BANK_SUBDIRS = ("bank", "memory")
+"""Where a run directory keeps its bank: ``bank/`` (as `sesa train` writes it), or ``memory/`` (older runs)."""
+
 
 def bank_dir(path: str | Path) -> Path:
-    """A bank directory, given it or a run directory holding it (``bank/``, as `sesa train` writes, or ``memory/``)."""
-    path = Path(path)
-    for cand in (path, path / "bank", path / "memory"):
+    """The bank directory for ``path``: the bank itself, a run directory holding one (``bank/`` or
+    ``memory/``), or ``<bank>@vN`` as eval records name a bank and its version.
+
+    A directory with the bank's ``state.json`` wins; failing that, one with the plain files a reader needs
+    (``snapshots/`` or ``skills.jsonl``, e.g. a bank copied without its state). BankNotFoundError if none."""
+    path = Path(re.sub(r"@v\d+$", "", str(path)))
+    cands = (path, *(path / d for d in BANK_SUBDIRS))
+    for cand in cands:
         if (cand / STATE).is_file():
+            return cand
+    for cand in cands:
+        if (cand / SNAPSHOTS).is_dir() or (cand / LIVE).is_file():
             return cand
     raise BankNotFoundError(f"no skill bank at {path} (expected {path / STATE} or {path / 'bank' / STATE})")
 
@@ -38,7 +50,10 @@ def live_skills(bank: str | Path) -> list[Skill]:
 
 
 def read_state(bank: str | Path) -> dict:
-    return json.loads((bank_dir(bank) / STATE).read_text())
+    state = bank_dir(bank) / STATE
+    if not state.is_file():
+        raise BankNotFoundError(f"{state} is missing (the bank's skills are there, its state is not)")
+    return json.loads(state.read_text())
 
 
 def snapshot_paths(bank: str | Path) -> list[Path]:

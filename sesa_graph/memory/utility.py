@@ -7,9 +7,11 @@ outcome                        effect on every retrieved skill
 =============================  ============================================================
 correct                        retrieved +1, helpful +1
 status ``answered``, wrong     retrieved +1, hurt +1 (a substantive wrong answer)
-other well-formed (max_turns)  retrieved +1 (no answer was given: neither helped nor hurt)
-``malformed``, ``search_error``ignored entirely (the policy or the tool broke, not the skill)
+max_turns, max_tokens          retrieved +1 (no answer was given: neither helped nor hurt)
+malformed, search_error, error ignored entirely (the policy or the tool broke, not the skill)
 =============================  ============================================================
+
+Which statuses are ignored is the ``bank_ignores`` column of :data:`sesa_graph.statuses.OUTCOMES`.
 
 Eviction (non-seed only): retrieved >= ``evict_min_retrieved`` and helpful - hurt < ``evict_below_score``;
 then, while the bank is above its cap, the lowest-scoring non-seed skill goes (ties: the one retrieved
@@ -22,7 +24,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-IGNORED_STATUSES = frozenset({"malformed", "search_error", "error"})
+from sesa_graph.statuses import BANK_IGNORED_STATUSES
+
+IGNORED_STATUSES = BANK_IGNORED_STATUSES  # from the one table of statuses
 
 
 class Outcome(NamedTuple):

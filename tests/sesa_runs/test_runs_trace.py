@@ -38,7 +38,7 @@ def test_text_trace_has_every_part(dirs):
         "★ gold",
         "answer: Oscar Wilde",
         "verdict: wrong",
-        "wrong answer although a retrieved document contains the gold",
+        "answered wrongly although a retrieved document contains the gold",
     ):
         assert part in text, part
     assert text.index("turn 1 · search") < text.index("turn 2 · answer")
