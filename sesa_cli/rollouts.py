@@ -10,10 +10,10 @@ from sesa_cli.common import ENGINE_HELP, check_engine, console
 def _rollout_parts(
     model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None
 ):
-    from sesa_graph.config import SearchConfig, SolverConfig
+    from graphs.contexts import solver_context
+    from sesa_graph.config import SearchConfig, load_config
     from sesa_graph.model_config import PolicyConfig
     from sesa_graph.policy.factory import make_policy
-    from sesa_graph.rollout.loop import RolloutContext, solver_spec
     from tools.backends import make_backend
 
     pcfg = (
@@ -28,33 +28,18 @@ def _rollout_parts(
         )
     policy = make_policy(pcfg)
     search = make_backend(SearchConfig(corpus=corpus))
-    return (
-        policy,
-        search,
-        RolloutContext(policy, search, solver_spec(SolverConfig(max_turns=max_turns), greedy=True)),
-    )
+    # the default run's solver budgets (as `langgraph dev` and `sesa propose` use), but --max-turns
+    solver = load_config(None).solver.model_copy(update={"max_turns": max_turns})
+    return policy, search, solver_context(solver, policy, search, greedy=True)
 
 
 def _print_trace(state: dict, title: str) -> None:
-    from rich.panel import Panel
+    """The rollout as :class:`sesa_runs.trace.Trace` renders it (the one trace renderer: rich text, no
+    markup parsing, so documents and questions holding ``[/]`` print as they are)."""
+    from sesa_runs.trace import Trace
 
-    searches = iter(state.get("searches", []))
-    for i, turn in enumerate(state.get("turns", []), 1):
-        console.print(
-            Panel(
-                turn["text"] or "(empty)",
-                title=f"turn {i}: {turn['kind']}" + (f" ({turn['reason']})" if turn.get("reason") else ""),
-                expand=False,
-            )
-        )
-        if turn["kind"] == "search":
-            s = next(searches, None)
-            if s:
-                for j, d in enumerate(s["docs"], 1):
-                    console.print(f"   [dim]Doc {j} ({d['title']}) {d['text'][:160]}[/]")
-    console.print(
-        f"[bold]{title}[/]: {state.get('final')!r}  status={state.get('status')}  turns={state.get('n_turns')}"
-    )
+    console.print(Trace.from_state(state, role="proposer" if title == "question" else "solver"))
+    console.print(f"turns: {state.get('n_turns')}", markup=False)
 
 
 def rollout(
@@ -104,18 +89,15 @@ def propose(
     """Run one proposer rollout + validation and print the trace."""
     import asyncio
 
-    from graphs.propose import ProposeContext
+    from graphs.contexts import propose_context
     from graphs.propose import propose as run_propose
     from sesa_graph.config import load_config
-    from sesa_graph.rollout.loop import proposer_spec
 
     if not target.strip():
         raise typer.BadParameter("the target is empty")
     policy, search, _ = _rollout_parts(model, 4, corpus, engine, base_url)
     cfg = load_config(None)  # the default run's proposer budgets and checks (its RAG check is off on CPU)
-    pc = cfg.proposer
-    spec = proposer_spec(pc, cfg.solver.search_k, cfg.solver.doc_chars)
-    ctx = ProposeContext(policy, search, spec, checks=pc, judge=policy)
+    ctx = propose_context(cfg, policy, search, judge=policy)
     try:
         state = asyncio.run(run_propose(target, hops, ctx))
     finally:

@@ -66,14 +66,15 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
     )
     cfg["train"].update(
         steps=2,
-        targets_per_step=4,
+        targets_per_step=2,
         questions_per_step=1,
-        # the CPU trainers' memory grows with sequence length (one ~8k-token proposal took a trainer to 9 GB and
-        # the run past this machine's 23 GiB): train on the first 1024 completion tokens, as tiny-cpu does
-        max_completion_length=1024,
+        # The CPU trainers' time and memory grow with sequence length (one ~8k-token proposal took a trainer to
+        # 9 GB and the run past this machine's 23 GiB; a step's update took 4 minutes at 1024 tokens): train on
+        # the first 256 completion tokens
+        max_completion_length=256,
         rollout_concurrency=8,
         micro_batch_size=1,
-        trainer_threads=2,
+        trainer_threads=1,
         trainer_launcher=[],
         trainer_gpus={},
         vllm_gpus={},
