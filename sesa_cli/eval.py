@@ -71,15 +71,23 @@ def resolve_settings(
 
     Returns the settings and ``(setting, value, source)`` rows for printing.
     """
-    from sesa_graph.config import load_config
+    from sesa_graph.config import load_config, resolve_config
 
-    base = load_config(config) if config is not None else None
+    # the run config through the resolver `sesa train` and `sesa config show` use; of its sections only what
+    # the file sets is taken, the rest stays the eval's default
+    base, rows = resolve_config(config) if config is not None else (None, [])
+    in_file = {key for key, _, source in rows if source.startswith("file ")}
     src_cfg = f"config {config}"
-    sections: dict[str, dict[str, Any]] = {  # only what the config file sets: the rest stays a default
-        "policy": base.solver_policy.model_dump(exclude_unset=True) if base else {},
-        "search": base.search.model_dump(exclude_unset=True) if base else {},
-        "solver": base.solver.model_dump(exclude_unset=True) if base else {},
-        "judge": base.judge.model_dump(exclude_unset=True) if base else {},
+    sections: dict[str, dict[str, Any]] = {
+        sec: {k: v for k, v in getattr(base, field).model_dump().items() if _set_in(in_file, f"{field}.{k}")}
+        if base
+        else {}
+        for sec, field in (
+            ("policy", "solver_policy"),
+            ("search", "search"),
+            ("solver", "solver"),
+            ("judge", "judge"),
+        )
     }
     sources = {f"{sec}.{k}": src_cfg for sec, d in sections.items() for k in d}
     if base is None:  # the solver loop as the model was trained: its run's config, else the default run's
@@ -141,6 +149,11 @@ def resolve_settings(
         else:
             rows.append((key, repr(value), sources.get(key, "default")))
     return settings, rows
+
+
+def _set_in(keys: set[str], key: str) -> bool:
+    """Whether the file set ``key`` (or something inside it, for a mapping-valued setting)."""
+    return key in keys or any(k.startswith(key + ".") for k in keys)
 
 
 def _run_config_of(model: str | None) -> Path | None:
