@@ -19,9 +19,10 @@ from typing import Any
 from sesa_eval.datasets import display_name, order_datasets
 from sesa_eval.paired import paired_intervals, read_records
 from sesa_eval.report import METRIC_TITLES, METRICS, fmt_cell, fmt_delta
+from tools.errors import UserError
 
 
-class CompareError(ValueError):
+class CompareError(UserError, ValueError):
     """An eval reference that cannot be compared; the message says why."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.scoring import normalize_answer
+from tools.errors import UserError
 
 # The paper's column order (Tables 1 and 2) and how its headers spell the names.
 PAPER_ORDER = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
@@ -39,7 +40,7 @@ DISPLAY_NAMES = {
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """A dataset that cannot be used; the message names the dataset, file and line."""
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.fsutil import JsonlError, JsonlRows, parse_jsonl
+from tools.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "repor
 RETRY_STATUSES = frozenset({"error"})  # not results: run again on resume
 
 
-class EvalError(RuntimeError):
+class EvalError(UserError, RuntimeError):
     """An eval that cannot start or cannot go on; the message says why and what to do."""
 
 

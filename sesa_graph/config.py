@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, model_validator
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
 from tools.config import SearchConfig
+from tools.errors import UserError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
 
@@ -354,7 +355,7 @@ class RunConfig(Strict):
         return self
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config file that cannot be used; the message names the file and the offending key."""
 
 

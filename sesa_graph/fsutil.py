@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from tools.errors import UserError
+
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     path = Path(path)
@@ -61,7 +63,7 @@ def write_yaml_atomic(path: Path, obj: Any) -> Path:
     return write_text_atomic(path, yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=110))
 
 
-class JsonlError(ValueError):
+class JsonlError(UserError, ValueError):
     """A JSONL file with a line that is not a JSON object; the message names the file and line
     (also kept apart: ``path``, ``line``, ``reason``)."""
 

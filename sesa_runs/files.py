@@ -19,6 +19,7 @@ from sesa_graph.fsutil import read_jsonl
 from sesa_graph.memory.bank_layout import BankNotFoundError
 from sesa_graph.memory.snapshot import bank_dir
 from sesa_graph.scoring import contains_answer
+from tools.errors import UserError
 
 ROLES = ("proposer", "solver")
 TOKEN_COLUMNS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
@@ -72,7 +73,7 @@ FAILURE_KINDS = statuses.FAILURE_KINDS
 proposers): kind -> description, from the one table :data:`sesa_graph.statuses.OUTCOMES`."""
 
 
-class RunNotFoundError(FileNotFoundError):
+class RunNotFoundError(UserError, FileNotFoundError):
     """A path that is not a run (or eval) directory; the message names what is missing."""
 
 

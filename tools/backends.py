@@ -10,9 +10,10 @@ from typing import Protocol, runtime_checkable
 
 from tools.config import SearchConfig
 from tools.corpus import Doc
+from tools.errors import ServiceError
 
 
-class SearchUnavailableError(RuntimeError):
+class SearchUnavailableError(ServiceError, RuntimeError):
     """The retrieval server could not be reached or kept failing; the message names its URL."""
 
 

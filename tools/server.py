@@ -23,9 +23,10 @@ from pydantic import BaseModel, Field
 
 from tools.backends import SearchBackend
 from tools.corpus import Doc, join_contents
+from tools.errors import UserError
 
 
-class PortInUseError(OSError):
+class PortInUseError(UserError, OSError):
     """The server's port is taken; the message names it."""
 
 

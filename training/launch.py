@@ -24,13 +24,14 @@ from rich.console import Console
 from rich.table import Table
 
 from sesa_graph.config import RunConfig
+from tools.errors import ServiceError
 from training.sync import SyncDir
 
 console = Console()
 ROLES = ("proposer", "solver")
 
 
-class TrainingStopped(RuntimeError):
+class TrainingStopped(ServiceError, RuntimeError):
     """A run stopped because one of its parts failed; what is committed stays, ``--resume`` continues."""
 
     def __init__(self, run_dir: Path, cause: str) -> None:

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.fsutil import write_json_atomic
+from tools.errors import ServiceError
 
 
-class PeerDiedError(RuntimeError):
+class PeerDiedError(ServiceError, RuntimeError):
     """The process on the other side of the barrier is gone."""
 
 

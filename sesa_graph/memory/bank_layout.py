@@ -26,6 +26,7 @@ import json
 from typing import Any
 
 from sesa_graph.memory.skill import Skill
+from tools.errors import UserError
 
 STATE_FORMAT = 1
 STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA = (
@@ -39,7 +40,7 @@ STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA = (
 _COUNTERS = ("retrieved", "helpful", "hurt")
 
 
-class BankError(RuntimeError):
+class BankError(UserError, RuntimeError):
     """A skill bank that cannot be used as asked; the message names the path."""
 
 

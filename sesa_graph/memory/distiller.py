@@ -22,9 +22,10 @@ from sesa_graph.memory.queue import PendingFailure
 from sesa_graph.memory.skill import CATEGORIES, Skill
 from sesa_graph.policy.base import GenerationRequest, SamplingParams
 from sesa_graph.prompts import render_distiller_system, render_distiller_user
+from tools.errors import ServiceError
 
 
-class DistillerError(RuntimeError):
+class DistillerError(ServiceError, RuntimeError):
     """The distiller could not be called (endpoint down, model error); the failures stay queued."""
 
 

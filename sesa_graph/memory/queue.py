@@ -37,11 +37,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sesa_graph.fsutil import write_json_atomic
 from sesa_graph.memory.utility import IGNORED_STATUSES
+from tools.errors import UserError
 
 QUEUE_FORMAT = 1
 
 
-class QueueError(RuntimeError):
+class QueueError(UserError, RuntimeError):
     """A queue file that cannot be read; the message names the path."""
 
 

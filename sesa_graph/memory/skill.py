@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sesa_graph.fsutil import write_yaml_atomic
 from sesa_graph.prompts import SkillText, render_skills
+from tools.errors import UserError
 
 SEEDS_FILE = Path(__file__).with_name("seeds.yaml")
 MAX_QUERIES = 3
@@ -47,7 +48,7 @@ CATEGORIES = (
 )
 
 
-class SkillFileError(ValueError):
+class SkillFileError(UserError, ValueError):
     """A skill YAML file that cannot be used; the message names the file and the entry."""
 
 

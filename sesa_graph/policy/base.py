@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from tools.errors import ServiceError
 
-class PolicyUnavailableError(RuntimeError):
+
+class PolicyUnavailableError(ServiceError, RuntimeError):
     """The policy endpoint could not be reached after retries; the message names it."""
 
 

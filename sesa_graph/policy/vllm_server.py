@@ -31,6 +31,7 @@ from typing import Any
 
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.openai_client import OpenAIPolicy
+from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _RUNNING: set[VLLMServer] = set()
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(ServiceError, RuntimeError):
     """A vLLM server did not come up; the message names the model, the port and the log's tail."""
 
 
