@@ -17,7 +17,10 @@ def train(
         help="YAML run config (default: configs/tiny-cpu.yaml, the embedded CPU default).",
     ),
     resume: Path | None = typer.Option(
-        None, "--resume", help="Continue runs/NAME from its first uncommitted step."
+        None,
+        "--resume",
+        help="Continue runs/NAME from its first uncommitted step. --steps extends it (a finished run too); "
+        "other flags are applied when safe (timeouts, URLs, GPUs, logging) or refused with the reason.",
     ),
     name: str | None = typer.Option(None, help="Run name (outputs in runs/<name>/)."),
     steps: int | None = typer.Option(None, help="Number of self-play steps."),
@@ -40,7 +43,7 @@ def train(
     report_to: str | None = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
     engine: str | None = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
     set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
+    runs_dir: Path | None = typer.Option(None, help="Where run directories go (default: runs)."),
     verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
 ) -> None:
     """Self-play training: proposer + solver GRPO (TRL) with the skill bank, on the config's policies.
@@ -77,10 +80,31 @@ def train(
         cfg, rows = resolve_config(config, ov, flags)
         typer.echo("# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)")
         print_settings(rows)
+    else:
+        ov, flags = _resume_overrides(resume, config, runs_dir, ov, flags)
     from training.launch import TrainingStopped
 
     try:
-        run_train(cfg, runs_dir=runs_dir, resume=resume)  # type: ignore[arg-type]
+        run_train(cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags)
     except TrainingStopped as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def _resume_overrides(
+    resume: Path, config: Path | None, runs_dir: Path | None, ov: dict, flags: dict[str, str]
+) -> tuple[dict, dict[str, str]]:
+    """The settings given with --resume, each named by its flag; ``--config`` counts as every key of the
+    file (those equal to the run's stored values change nothing)."""
+    from sesa_graph.config import load_config
+    from sesa_graph.reference_values import flatten
+    from training.resume import ResumeError
+
+    if runs_dir is not None:
+        raise ResumeError(
+            f"--runs-dir cannot be given with --resume: the run directory is the --resume path ({resume})"
+        )
+    if config is None:
+        return ov, flags
+    from_file = flatten(load_config(config).model_dump(mode="json"))
+    return {**from_file, **ov}, {**{k: f"--config {config} ({k})" for k in from_file}, **flags}

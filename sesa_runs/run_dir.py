@@ -11,7 +11,6 @@ from typing import Any
 
 import pandas as pd
 
-from sesa_graph.fsutil import read_jsonl
 from sesa_runs.files import (
     NUMERIC,
     ROLES,
@@ -31,6 +30,7 @@ from sesa_runs.files import (
     skill_frame,
 )
 from sesa_runs.trace import Trace
+from training.metrics_log import MetricsLog, read_metrics
 
 
 class Run:
@@ -82,13 +82,15 @@ class Run:
         return (self.path / "summary.json").is_file()
 
     # ---- steps and metrics ------------------------------------------------------------------------------
-    def _metric_lines(self) -> list[dict[str, Any]]:
-        """metrics.jsonl; a torn last line (a step being committed) is skipped, a bad line is an error."""
-        return read_jsonl(self.path / "metrics.jsonl", missing_ok=True)
+    def _metrics_log(self) -> MetricsLog:
+        """metrics.jsonl as :mod:`training.metrics_log` reads it: per step the latest attempt's record (a
+        resume supersedes the records of steps it runs again), a torn last line skipped, a bad line an
+        error naming file:line."""
+        return read_metrics(self.path)
 
     def steps(self) -> list[int]:
         """Committed steps: those with a metrics line (a resumed step counts once)."""
-        return sorted({int(m["step"]) for m in self._metric_lines() if isinstance(m.get("step"), int)})
+        return self._metrics_log().steps
 
     def shard_steps(self) -> list[int]:
         """Steps with at least one trajectory shard, committed or not."""
@@ -108,17 +110,14 @@ class Run:
 
     @property
     def final_consolidation(self) -> dict[str, Any] | None:
-        """The consolidation committed after the last step (a metrics line without a step), if any."""
-        last = [m["final_consolidation"] for m in self._metric_lines() if "final_consolidation" in m]
-        return last[-1] if last else None
+        """The consolidation committed after the last step (a metrics line without a step), if any; one
+        before a later step (a run extended with --resume --steps) is not the final one."""
+        return self._metrics_log().final_consolidation
 
     def metrics(self) -> pd.DataFrame:
         """One row per committed step (the last line of a step wins), with the consolidation flattened
         into ``consolidation_*`` columns and ``n_groups`` / ``frontier_share`` derived."""
-        by_step: dict[int, dict[str, Any]] = {}
-        for m in self._metric_lines():
-            if isinstance(m.get("step"), int):
-                by_step[m["step"]] = m
+        by_step = self._metrics_log().by_step
         rows = []
         for step in sorted(by_step):
             m = dict(by_step[step])

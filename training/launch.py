@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sesa_graph.config import RunConfig
-from tools.errors import ServiceError
+from tools.errors import ServiceError, UserError
 from training.sync import SyncDir
 
 console = Console()
@@ -126,19 +126,23 @@ class TrainerProcesses:
                 p.wait()
 
 
-def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[RunConfig, Path, int]:
-    """The run directory, its config and the first step to run."""
+def prepare_run(
+    cfg: RunConfig | None,
+    runs_dir: Path,
+    resume: Path | None,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> tuple[RunConfig, Path, int]:
+    """The run directory, its config and the first step to run. A resume applies or refuses ``overrides``
+    (``flags`` names the flag each came from) and loses nothing (``training.resume``)."""
     if resume is not None:
-        from sesa_graph.config import load_config
+        from training.resume import prepare_resume
 
-        if not (resume / "config.yaml").exists():
-            raise FileNotFoundError(f"{resume} is not a run directory: config.yaml is missing")
-        cfg = load_config(resume / "config.yaml")
-        sync = SyncDir(resume)
-        done = sync.committed_steps()
-        start = max(done) + 1 if done else 0
-        forget_uncommitted(resume, sync, start)
-        return cfg, resume, start
+        r = prepare_resume(resume, overrides, flags, before_write=stop_stale_processes)
+        for note in r.notes:
+            console.print(note, markup=False, highlight=False)
+        return r.cfg, resume, r.start
+    assert cfg is not None
     run_dir = runs_dir / cfg.name
     if run_dir.exists() and any(run_dir.iterdir()):
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -148,12 +152,29 @@ def prepare_run(cfg: RunConfig, runs_dir: Path, resume: Path | None) -> tuple[Ru
     return cfg, run_dir, 0
 
 
+def stop_stale_processes(run_dir: Path) -> None:
+    kill_stale_trainers(run_dir)
+    kill_stale_servers(run_dir)
+
+
 def kill_stale_trainers(run_dir: Path) -> None:
     """Trainers of a killed run may still be finishing a step; they must not write beside the new ones."""
     pids = run_dir / "sync" / "trainer_pids.json"
     if not pids.exists():
         return
-    for pid in json.loads(pids.read_text()).values():
+    try:
+        found = json.loads(pids.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        found = f"not valid JSON ({exc})"
+    if not isinstance(found, dict):
+        console.print(
+            f"{pids} is damaged ({found}), skipped: check that no trainer of this run is still running",
+            markup=False,
+        )
+        return
+    for pid in found.values():
+        if not isinstance(pid, int):
+            continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
@@ -173,24 +194,6 @@ def kill_stale_servers(run_dir: Path) -> None:
             console.print(f"stopped policy server process {pid} left over from the interrupted run")
         except ProcessLookupError:
             pass
-
-
-def forget_uncommitted(run_dir: Path, sync: Any, start: int) -> None:
-    """Before a resume: drop what a killed run left of steps it never committed -- stale ready markers (the
-    restarted trainers announce their weights again), the STOP flag, and metrics lines of those steps."""
-    for f in sync.root.glob("ready-*-*.json"):
-        if int(f.stem.rsplit("-", 1)[1]) >= start:
-            f.unlink()
-    (sync.root / "STOP.json").unlink(missing_ok=True)
-    kill_stale_trainers(run_dir)
-    kill_stale_servers(run_dir)
-    mpath = run_dir / "metrics.jsonl"
-    if mpath.exists():
-        by_step: dict[int, str] = {}
-        for line in mpath.read_text().splitlines():
-            if line.strip() and (m := json.loads(line)).get("step") is not None and m["step"] < start:
-                by_step[m["step"]] = line
-        mpath.write_text("".join(by_step[k] + "\n" for k in sorted(by_step)))
 
 
 def ensure_models(cfg: RunConfig) -> None:
@@ -259,12 +262,21 @@ def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:+.2f}"
 
 
-def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = None) -> Path:
+def train(
+    cfg: RunConfig | None,
+    runs_dir: Path = Path("runs"),
+    resume: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> Path:
+    """Run (or, with ``resume``, continue) a run; ``overrides``/``flags``: the settings given with a
+    resume, applied or refused by :func:`training.resume.prepare_resume`."""
     from rich.live import Live
 
+    from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
 
-    cfg, run_dir, start = prepare_run(cfg, runs_dir, resume)
+    cfg, run_dir, start = prepare_run(cfg, runs_dir, resume, overrides, flags)
     if start >= cfg.train.steps:
         console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
         return run_dir
@@ -274,12 +286,7 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
     )
     t0 = time.time()
     trainers = TrainerProcesses(run_dir, cfg.train.trainer_launcher, cfg.train.trainer_gpus)
-    rows: list[dict[str, Any]] = []
-    mpath = run_dir / "metrics.jsonl"
-    if mpath.exists():
-        rows = [
-            json.loads(line) for line in mpath.read_text().splitlines() if line.strip() and '"step"' in line
-        ]
+    rows = read_metrics(run_dir).rows  # per step the latest attempt's record
     # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
     # trainers running; treat it like Ctrl-C.
     previous = (
@@ -313,7 +320,7 @@ def train(cfg: RunConfig, runs_dir: Path = Path("runs"), resume: Path | None = N
         dead = trainers.dead()  # before stopping them: a trainer this process stops is not the cause
         SyncDir(run_dir).stop(f"{type(exc).__name__}: {exc}")
         trainers.stop()
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, UserError)):
             raise
         cause = str(exc) if dead is None or dead in str(exc) else dead
         _log_traceback(run_dir, exc)

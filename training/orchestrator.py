@@ -30,6 +30,7 @@ from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
+from training.metrics_log import append_record
 from training.reuse import ReusePool
 from training.store import TrajectoryStore
 from training.sync import SyncDir
@@ -212,8 +213,7 @@ class Orchestrator:
             time=time.time(),
             **(timing or {}),
         )
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        append_record(self.run_dir, metrics)
         self.sync.commit(step, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
 
@@ -349,19 +349,12 @@ class Orchestrator:
         ):
             report = self.memory.commit(self.cfg.train.steps, wait=True, timeout=900)
             if report is not None:
-                with open(self.run_dir / "metrics.jsonl", "a") as f:
-                    f.write(
-                        json.dumps(
-                            {
-                                "final_consolidation": {
-                                    "version": report.version,
-                                    "admitted": len(report.admitted),
-                                    "rejected": report.rejected,
-                                }
-                            }
-                        )
-                        + "\n"
-                    )
+                final = {
+                    "version": report.version,
+                    "admitted": len(report.admitted),
+                    "rejected": report.rejected,
+                }
+                append_record(self.run_dir, {"final_consolidation": final})
         self.memory.close()
 
 

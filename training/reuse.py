@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sesa_graph.fsutil import write_json_atomic
+from tools.errors import UserError
 
 KEEP = 500  # newest entries kept on disk; older questions are rarely asked again
 
@@ -22,7 +23,7 @@ KEEP = 500  # newest entries kept on disk; older questions are rarely asked agai
 class ReusePool:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        raw = json.loads(self.path.read_text()) if self.path.exists() else []
+        raw = _load(self.path)
         # files from before rates were kept: step -1 (always earlier), no rates
         self.entries: list[dict[str, Any]] = [dict({"step": -1, "rates": {}}, **e) for e in raw]
 
@@ -81,6 +82,25 @@ class ReusePool:
 
     def save(self) -> None:
         write_json_atomic(self.path, self.entries[-KEEP:])
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(raw, list) and all(
+            isinstance(e, dict) and {"question", "target", "hops"} <= set(e) for e in raw
+        )
+        why = "" if ok else "expected a list of {question, target, hops, step, rates} objects"
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = f"not valid JSON ({exc})"
+    if why:
+        raise UserError(
+            f"{path} is damaged: {why}. It is the pool of earlier questions; move it away to start an empty "
+            "pool (the run goes on, reusing only questions proposed from now on)"
+        )
+    return raw
 
 
 def _frontier_rank(e: Mapping[str, Any]) -> int:
