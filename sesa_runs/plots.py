@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from sesa_graph import statuses
 from sesa_runs.load import Eval, Run, missing, truthy
@@ -81,6 +81,11 @@ def _int_x(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _counts(axis: Any) -> None:
+    """Whole-number ticks on an axis that counts things (matplotlib would put 0.5 rollouts there)."""
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 # ---- run figures -----------------------------------------------------------------------------------------
 
 
@@ -142,6 +147,7 @@ def fig_proposals(run: Run) -> Any:
             ylabel="proposals",
         )
         _int_x(ax)
+        _counts(ax.yaxis)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -160,6 +166,7 @@ def fig_invalid_reasons(run: Run) -> Any:
         ax.barh(range(len(names))[::-1], counts, color="#cf222e", alpha=0.75)
         ax.set_yticks(range(len(names))[::-1], [n.replace("_", " ") for n in names])
         ax.set(title="Why proposals were invalid (all steps)", xlabel="proposals")
+        _counts(ax.xaxis)
     return fig
 
 
@@ -213,6 +220,7 @@ def fig_frontier(run: Run) -> Any:
             ylabel="groups",
         )
         _int_x(ax)
+        _counts(ax.yaxis)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -232,6 +240,7 @@ def fig_success_hist(run: Run) -> Any:
             ylabel="groups",
             xlim=(-0.08, 1.08),
         )
+        _counts(ax.yaxis)
     return fig
 
 
@@ -259,6 +268,7 @@ def fig_outcomes(run: Run) -> Any:
         _kind_bars(ax, t)
         ax.set(title="How solver rollouts ended, per step", xlabel="step", ylabel="rollouts")
         _int_x(ax)
+        _counts(ax.yaxis)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -274,6 +284,7 @@ def fig_bank(run: Run) -> Any:
         ax.plot(m["step"], size, "o-" if len(m) <= 40 else "-", color="#1f883d", label="skills in the bank")
         ax.set(title="Skill bank", xlabel="step", ylabel="skills", ylim=(0, max(10.0, size.max() * 1.15)))
         _int_x(ax)
+        _counts(ax.yaxis)
         c = m[
             pd.to_numeric(m["consolidation_admitted"], errors="coerce").fillna(0)
             + pd.to_numeric(m["consolidation_evicted"], errors="coerce").fillna(0)
@@ -306,7 +317,8 @@ def fig_bank(run: Run) -> Any:
             a2.spines["right"].set_visible(True)
             h1, l1 = ax.get_legend_handles_labels()
             h2, l2 = a2.get_legend_handles_labels()
-            ax.legend(h1 + h2, l1 + l2, loc="lower right")
+            # under the axes: inside, it covered the bars of the last consolidations
+            ax.legend(h1 + h2, l1 + l2, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
         else:
             ax.legend(loc="lower right", title="no consolidation committed yet")
     return fig
@@ -329,6 +341,7 @@ def fig_hops(run: Run) -> Any:
         ax.bar(hops, invalid, bottom=valid, color="#cf222e", alpha=0.75, label="invalid")
         ax.set(title="Proposed questions by hop count", xlabel="hops asked for", ylabel="questions")
         ax.set_xticks(hops)
+        _counts(ax.yaxis)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -369,6 +382,9 @@ def fig_skills(run: Run, top: int = 12) -> Any:
         ax.set_yticks(list(y), [f"{i} ({n}x)" for i, n in zip(sk["id"], sk["retrieved"])])
         ax.axvline(0, color="#57606a", lw=0.8)
         ax.set(title="Most retrieved skills (Nx = times retrieved)", xlabel="hurt  ←  rollouts  →  helpful")
+        _counts(ax.xaxis)
+        # hurt counts are drawn leftwards but are counts all the same: label them without a minus sign
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     return fig
 

@@ -38,8 +38,8 @@ body{font-family:system-ui,-apple-system,sans-serif;font-size:14px;color:#24292f
 padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;border-bottom:1px solid #d0d7de;padding-bottom:3px;margin-top:22px}
 .pill{display:inline-block;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600;color:#fff}
-.tiles{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
-.tile{border:1px solid #d0d7de;border-radius:6px;padding:6px 12px;min-width:120px}
+.tiles{display:grid;gap:8px;margin:10px 0}
+.tile{border:1px solid #d0d7de;border-radius:6px;padding:6px 12px}
 .tile b{display:block;font-size:18px} .tile span{color:#57606a;font-size:12px}
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:14px}
 .figs img{width:100%;border:1px solid #eaeef2;border-radius:4px} figcaption{font-size:12px}
@@ -66,9 +66,12 @@ def _table(head: list[str], rows: list[list[Any]], numeric: set[int] | None = No
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
-def _tiles(items: list[tuple[str, str]]) -> str:
+def _tiles(items: list[tuple[str, str]], per_row: int = 8) -> str:
+    # balanced rows (10 tiles: 5 + 5), so no tile is left alone on the last row
+    rows = -(-len(items) // per_row)
+    cols = -(-len(items) // max(rows, 1))
     return (
-        '<div class="tiles">'
+        f'<div class="tiles" style="grid-template-columns:repeat({cols},minmax(0,1fr))">'
         + "".join(f'<div class="tile"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in items)
         + "</div>"
     )
@@ -257,18 +260,18 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
             for r in d.itertuples()
         ]
         head = ["skill", "category", "retrieved", "helpful", "hurt", "helpful - hurt", "description"]
-        body += [
-            "<h2>Skills</h2><p><b>most helpful</b></p>",
-            _table(
-                head, rows(used.sort_values(["score", "retrieved"], ascending=False).head(5)), {2, 3, 4, 5}
-            ),
-            "<p><b>most harmful</b></p>",
-            _table(
-                head,
-                rows(used.sort_values(["score", "retrieved"], ascending=[True, False]).head(5)),
-                {2, 3, 4, 5},
-            ),
-        ]
+        # a skill is listed as helpful only if it helped more than it hurt, and as harmful only if the reverse
+        helped = used[used["score"] > 0].sort_values(["score", "retrieved"], ascending=False).head(5)
+        harmed = used[used["score"] < 0].sort_values(["score", "retrieved"], ascending=[True, False]).head(5)
+        body += ["<h2>Skills</h2>"]
+        for title, part, none in (
+            ("most helpful", helped, "no retrieved skill has helped more often than it hurt"),
+            ("most harmful", harmed, "no retrieved skill has hurt more often than it helped"),
+        ):
+            body.append(f"<p><b>{title}</b></p>")
+            body.append(
+                _table(head, rows(part), {2, 3, 4, 5}) if len(part) else f'<p class="muted">{none}</p>'
+            )
     hist = run.bank_history()
     if len(hist) > 1:
         body += [

@@ -69,3 +69,32 @@ def test_figures_of_an_empty_run_are_none(dirs):
 def test_report_rejects_a_non_run_dir(tmp_path):
     with pytest.raises(load.RunNotFoundError, match="config.yaml is missing"):
         report.write_report(tmp_path)
+
+
+def test_skills_are_helpful_or_harmful_by_the_sign_of_their_score(run_report, dirs):
+    h = run_report.read_text()
+    sk = load.open_run(dirs["run"]).skills()
+    used = sk[sk["retrieved"] > 0]
+    harmful = h.split("most harmful", 1)[1].split("<h2>", 1)[0]
+    helpful = h.split("most helpful", 1)[1].split("most harmful", 1)[0]
+    for r in used.itertuples():
+        if r.score >= 0:
+            assert f"<code>{r.id}</code>" not in harmful, r
+        if r.score <= 0:
+            assert f"<code>{r.id}</code>" not in helpful, r
+    assert (used["score"] > 0).any() and f"<code>{used.loc[used['score'].idxmax(), 'id']}</code>" in helpful
+
+
+def test_count_axes_have_whole_ticks_and_no_negative_counts(dirs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    run = load.open_run(dirs["run"])
+    fig = plots.fig_skills(run)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(not x.startswith(("-", "−")) and float(x) == int(float(x)) for x in labels), labels
+    outcomes = plots.fig_outcomes(run)
+    outcomes.canvas.draw()
+    assert all(float(v) == int(v) for v in outcomes.axes[0].get_yticks())
