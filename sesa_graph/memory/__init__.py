@@ -11,6 +11,7 @@ from sesa_graph.memory.bank_layout import (
     BankExistsError,
     BankNotFoundError,
 )
+from sesa_graph.memory.bank_lock import BankLockedError
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator, distill_pass
 from sesa_graph.memory.distiller import DistillerError
@@ -23,6 +24,7 @@ __all__ = [
     "BankCorruptError",
     "BankError",
     "BankExistsError",
+    "BankLockedError",
     "BankNotFoundError",
     "CommitReport",
     "ConsolidationResult",

@@ -5,7 +5,10 @@ The directory layout, the errors and how a skill is stored in Chroma are in
 :mod:`sesa_graph.memory.bank_journal`.
 
 Chroma's PersistentClient is not process-safe: only the process that created or opened a bank with
-``read_only=False`` may write it. Across machines run ``chroma run --path DIR`` and set ``chroma_host``.
+``read_only=False`` may write it, and that is enforced: the writer holds the bank's OS lock
+(:mod:`sesa_graph.memory.bank_lock`) until :meth:`SkillBank.close` or its death, and a second writer gets
+:class:`BankLockedError` naming the holder. Across machines run ``chroma run --path DIR`` and set
+``chroma_host``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from typing import Any, Self
 
 import numpy as np
 
-from sesa_graph.memory.bank_journal import BankJournal
+from sesa_graph.memory.bank_journal import BankJournal, describe_journal, load_journal
 from sesa_graph.memory.bank_layout import (
-    _COUNTERS,
     CHROMA,
     JOURNAL,
+    LOCK,
     QUEUE,
     STATE,
     STATE_FORMAT,
@@ -34,7 +37,9 @@ from sesa_graph.memory.bank_layout import (
     BankNotFoundError,
     _metadata,
     _skill_from_metadata,
+    load_state,
 )
+from sesa_graph.memory.bank_lock import BankLock
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, render_for_prompt
@@ -68,6 +73,8 @@ class SkillBank(BankJournal):
         self._emb: dict[str, np.ndarray] = {}
         self._tomb_emb: dict[str, np.ndarray] = {}
         self._tomb_step: dict[str, int] = {}
+        self._lock: BankLock | None = None
+        self._closed = False
         try:
             self._col = client.get_collection(state["collection"])
             self._tombs = client.get_collection(state["collection"] + "_tombstones")
@@ -129,7 +136,46 @@ class SkillBank(BankJournal):
             raise BankError("memory mode 'off' has no bank; do not create one")
 
         path.mkdir(parents=True, exist_ok=True)
+        lock = BankLock(path)
+        try:
+            if any(p.name != LOCK for p in path.iterdir()):  # another creator got here first
+                raise BankExistsError(
+                    f"{path} was filled by another process while this one created a bank there"
+                )
+            bank = cls._create_locked(path, config, encoder, seeds, seeds_version, loaded)
+        except BaseException:
+            lock.release()
+            raise
+        bank._lock = lock
+        return bank
+
+    @classmethod
+    def _create_locked(
+        cls,
+        path: Path,
+        config: MemoryConfig,
+        encoder: Any,
+        seeds: Sequence[Skill],
+        seeds_version: Any,
+        loaded: list,
+    ) -> SkillBank:
         client = cls._connect(path, config, create=True)
+        try:
+            bank = cls._create_collections(path, config, encoder, client, seeds_version)
+        except BaseException:
+            client.close()
+            raise
+        try:
+            cls._fill(bank, bank._state, seeds, loaded)
+        except BaseException:
+            bank.close()
+            raise
+        return bank
+
+    @classmethod
+    def _create_collections(
+        cls, path: Path, config: MemoryConfig, encoder: Any, client: Any, seeds_version: Any
+    ) -> SkillBank:
         name = config.collection
         if name in {c.name for c in client.list_collections()}:
             raise BankExistsError(
@@ -156,7 +202,11 @@ class SkillBank(BankJournal):
             "chroma_host": config.chroma_host,
             "stats": {},
         }
-        bank = cls(path, config, encoder, client, state, read_only=False)
+        return cls(path, config, encoder, client, state, read_only=False)
+
+    @staticmethod
+    def _fill(bank: SkillBank, state: dict, seeds: Sequence[Skill], loaded: list) -> None:
+        path, config = bank.path, bank.config
         seed_list = [s.model_copy(update={"seed": True, "source": "seed"}) for s in seeds]
         bank._add(seed_list, bank._embed(seed_list))
         for p, version, file_skills in loaded:
@@ -182,7 +232,6 @@ class SkillBank(BankJournal):
         bank._write_snapshot({"version": 0, "step": 0, "created": True, "n_skills": len(bank._skills)})
         bank._write_live()
         bank._write_state()  # last: a directory without state.json is an interrupted create
-        return bank
 
     @classmethod
     def open(
@@ -193,27 +242,35 @@ class SkillBank(BankJournal):
         *,
         read_only: bool = False,
     ) -> SkillBank:
-        """The existing bank at ``path``; finishes an interrupted commit (unless ``read_only``)."""
+        """The existing bank at ``path``; finishes an interrupted commit (unless ``read_only``).
+
+        A writer (not ``read_only``) holds the bank's lock until :meth:`close`; BankLockedError (naming the
+        holder) when another writer has it. Read-only opens never lock."""
         path = Path(path)
         config = config or MemoryConfig()
         if not path.is_dir() or not any(path.iterdir()):
             raise BankNotFoundError(
                 f"no skill bank at {path} (create one, e.g. by starting a new run, or check the path)"
             )
+        lock = None if read_only else BankLock(path)
+        try:
+            bank = cls._open(path, config, encoder, read_only)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        bank._lock = lock
+        return bank
+
+    @classmethod
+    def _open(cls, path: Path, config: MemoryConfig, encoder: Any, read_only: bool) -> SkillBank:
         state_file = path / STATE
         if not state_file.is_file():
             raise BankCorruptError(
                 f"{path} has no {STATE}: not a skill bank, or its creation was interrupted "
                 "(delete the directory and create it again)"
             )
-        try:
-            state = json.loads(state_file.read_text())
-            if state.get("format") != STATE_FORMAT:
-                raise ValueError(f"format {state.get('format')!r}, expected {STATE_FORMAT}")
-            for key in ("version", "collection", "embedder", "n_skills"):
-                state[key]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BankCorruptError(f"{state_file} is damaged: {exc}") from None
+        state = load_state(state_file)
         if state["embedder"] != config.embedder:
             raise BankError(
                 f"skill bank {path} was built with embedder {state['embedder']!r}, the config says "
@@ -226,24 +283,20 @@ class SkillBank(BankJournal):
                 f", the config says chroma_host={config.chroma_host!r}"
             )
         journal = path / JOURNAL
-        if read_only and journal.exists():
+        entry = load_journal(journal, state["version"])
+        if read_only and entry is not None:
             raise BankError(
-                f"skill bank {path} has an unfinished commit ({journal}); open it as the writer "
-                "(read_only=False) once to finish it"
+                f"skill bank {path} has an unfinished {describe_journal(entry)} ({journal}); the next "
+                "writer to open the bank (e.g. `sesa train --resume`) finishes it; `sesa bank show` reads "
+                "the last finished state meanwhile"
             )
         client = cls._connect(path, config, create=False)
         try:
             bank = cls(path, config, encoder or _default_encoder(config), client, state, read_only)
             bank._load()
-            if journal.exists():
-                try:
-                    entry = json.loads(journal.read_text())
-                except ValueError as exc:
-                    raise BankCorruptError(f"{journal} is damaged: {exc}") from None
+            if entry is not None:
                 log.warning(
-                    "skill bank %s: finishing the commit to version %s interrupted last time",
-                    path,
-                    entry["state"]["version"],
+                    "skill bank %s: finishing the %s interrupted last time", path, describe_journal(entry)
                 )
                 bank._apply(entry)
             if len(bank._skills) != bank._state["n_skills"]:
@@ -251,15 +304,25 @@ class SkillBank(BankJournal):
                     f"skill bank {path}: Chroma holds {len(bank._skills)} skills but {STATE} "
                     f"says {bank._state['n_skills']}"
                 )
+            if not read_only:
+                bank._reconcile_live()
         except BaseException:
             client.close()
             raise
         return bank
 
     def close(self) -> None:
-        close = getattr(self._client, "close", None)
-        if close is not None:
-            close()
+        """Close Chroma and release the writer lock (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            close = getattr(self._client, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def __enter__(self) -> Self:
         return self
@@ -359,6 +422,8 @@ class SkillBank(BankJournal):
     def _check_writable(self) -> None:
         if self.read_only:
             raise BankError(f"skill bank {self.path} was opened read-only")
+        if self._closed:
+            raise BankError(f"skill bank {self.path} is closed (its writer lock is released)")
 
     def _embed(self, skills: Sequence[Skill]) -> np.ndarray:
         return self.encoder.encode_documents([s.embed_text() for s in skills])
@@ -385,27 +450,23 @@ class SkillBank(BankJournal):
         """
         self._check_writable()
         deltas, kinds = tally(outcomes)
-        ids, metas = [], []
+        new: dict[str, Skill] = {}
         unknown = 0
         for sid, d in deltas.items():
             skill = self._skills.get(sid)
             if skill is None:
                 unknown += 1
                 continue
-            new = skill.model_copy(
+            new[sid] = skill.model_copy(
                 update={
                     "retrieved": skill.retrieved + d.retrieved,
                     "helpful": skill.helpful + d.helpful,
                     "hurt": skill.hurt + d.hurt,
                 }
             )
-            ids.append(sid)
-            metas.append({c: getattr(new, c) for c in _COUNTERS})
-            self._skills[sid] = new
-        if ids:
-            self._col.update(ids=ids, metadatas=metas)
-            self._write_live()
-        return {**kinds, "skills_updated": len(ids), "unknown_skill_ids": unknown}
+        if new:
+            self._update_counters(new)
+        return {**kinds, "skills_updated": len(new), "unknown_skill_ids": unknown}
 
     def record_stats(self, counts: dict[str, int], **fields: Any) -> None:
         """Add to the cumulative statistics in state.json (and set top-level state fields)."""
