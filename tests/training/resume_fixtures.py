@@ -30,7 +30,9 @@ def make_run(
     lines = []
     last = committed + (1 if uncommitted_line else 0)
     for s in range(last):
-        lines.append(json.dumps({"step": s, "items": 2, "valid_proposals": 1, "valid_rate": 0.5, "attempt": 1}))
+        lines.append(
+            json.dumps({"step": s, "items": 2, "valid_proposals": 1, "valid_rate": 0.5, "attempt": 1})
+        )
         shard = run / "trajectories" / f"step-{s:05d}"
         shard.mkdir(parents=True)
         (shard / "solver.parquet").write_bytes(b"PAR1 step %d" % s)
@@ -44,7 +46,10 @@ def make_run(
         (run / "summary.json").write_text(json.dumps({"steps": committed}))
         (run / "policies" / "solver").mkdir(parents=True)
         (run / "policies" / "solver" / ".complete").write_text("ok\n")
-    pool = [{"question": f"q{s}", "target": "t", "hops": 1, "step": s, "rates": {str(s): 0.5}} for s in range(last)]
+    pool = [
+        {"question": f"q{s}", "target": "t", "hops": 1, "step": s, "rates": {str(s): 0.5}}
+        for s in range(last)
+    ]
     (run / "reuse_pool.json").write_text(json.dumps(pool))
     (run / "sync" / "STOP.json").write_text(json.dumps({"reason": "KeyboardInterrupt"}))
     (run / "metrics.jsonl").write_bytes(("".join(x + "\n" for x in lines)).encode() + torn)
