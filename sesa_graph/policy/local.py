@@ -114,6 +114,7 @@ class LocalPolicy:
         self.batch_wait_s = batch_wait_ms / 1000
         self.batch_max_wait_s = max(batch_max_wait_ms, batch_wait_ms) / 1000
         self.max_context = max_context or int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
         self.eos_ids = self._eos_ids()
         self.kv_cache = PrefixKVCache(kv_cache_mb * 2**20 // self._kv_bytes_per_token())
         self.pad_id = self.tokenizer.pad_token_id
@@ -158,7 +159,11 @@ class LocalPolicy:
         futures = []
         for r in requests:
             fut = loop.create_future()
-            queue.append((r, fut))
+            problem = self.check_prompt_ids(r.prompt_ids)
+            if problem:  # never batched: an out-of-range id fails the whole model call (a CUDA assert on GPU)
+                fut.set_exception(ValueError(problem))
+            else:
+                queue.append((r, fut))
             futures.append(fut)
         worker = self._workers.get(loop)
         if worker is None or worker.done():
@@ -170,6 +175,17 @@ class LocalPolicy:
             self._workers[loop] = loop.create_task(self._drain(queue))
         return list(await asyncio.gather(*futures))
 
+    def check_prompt_ids(self, ids: list[int] | None) -> str | None:
+        """Why these prompt ids cannot be generated from (None if they can)."""
+        if ids is None:
+            return None
+        bad = [
+            t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.vocab_size
+        ]
+        if bad:
+            return f"prompt token id {bad[0]!r} is outside the vocabulary [0, {self.vocab_size})"
+        return None
+
     async def _drain(self, queue: list[tuple[GenerationRequest, asyncio.Future]]) -> None:
         while queue:
             await self._gather_batch(queue)
@@ -177,18 +193,26 @@ class LocalPolicy:
             batch = [item for item in queue if _sampling_key(item[0]) == key][: self.max_batch_size]
             taken = {id(item) for item in batch}
             queue[:] = [item for item in queue if id(item) not in taken]
-            try:
-                results = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self.generate_sync, [r for r, _ in batch]
-                )
-            except Exception as exc:  # noqa: BLE001 - surface the failure to every caller of this batch
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
-            else:
-                for (_, fut), res in zip(batch, results):
-                    if not fut.done():
-                        fut.set_result(res)
+            await self._run_batch(batch)
+
+    async def _run_batch(self, batch: list[tuple[GenerationRequest, asyncio.Future]]) -> None:
+        """Generate for ``batch``; if the batch fails, each request is retried alone, so a request that
+        cannot be served fails only its own caller."""
+        run = asyncio.get_running_loop().run_in_executor
+        try:
+            results = await run(self._executor, self.generate_sync, [r for r, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - handed to the callers, never raised in the drain task
+            if len(batch) == 1:
+                if not batch[0][1].done():
+                    batch[0][1].set_exception(exc)
+                return
+            log.warning("a batch of %d failed (%s): retrying its requests one by one", len(batch), exc)
+            for item in batch:
+                await self._run_batch([item])
+            return
+        for (_, fut), res in zip(batch, results):
+            if not fut.done():
+                fut.set_result(res)
 
     async def _gather_batch(self, queue: list) -> None:
         """Wait until no request has joined for ``batch_wait_s`` (or the batch is full, or
