@@ -56,8 +56,9 @@ def check(run_dir: Path, steps: int) -> dict:
     from training.sync import SyncDir
 
     committed = SyncDir(run_dir).committed_steps()
-    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    step_lines = [m["step"] for m in lines if "step" in m]
+    from training.metrics_log import read_metrics
+
+    step_lines = read_metrics(run_dir).steps  # per step the latest attempt's record (resumes append)
     store = TrajectoryStore(run_dir)
     problems = []
     if committed != list(range(steps)):
