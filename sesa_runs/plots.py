@@ -209,7 +209,7 @@ def fig_frontier(run: Run) -> Any:
         for label, c, test in _P_CLASSES:
             n = g[test(g["p"])].groupby("step").size().reindex(steps, fill_value=0)
             ax.bar(steps, n, bottom=bottom, color=c, label=label)
-            bottom += n
+            bottom = bottom + n  # a new Series: matplotlib may keep the array it was given
         frontier = (g["p"] > 0) & (g["p"] < 1)
         if not g["selected"].all():  # some groups were run beyond the batch (resampling): show what trained
             n = g[frontier & g["selected"]].groupby("step").size().reindex(steps, fill_value=0)
@@ -254,7 +254,7 @@ def _kind_bars(ax: Any, table: pd.DataFrame, horizontal: bool = False) -> None:
             ax.barh(x, vals, left=bottom, color=KIND_COLOURS.get(k, "#8c959f"), label=KIND_LABELS[k])
         else:
             ax.bar(x, vals, bottom=bottom, color=KIND_COLOURS.get(k, "#8c959f"), label=KIND_LABELS[k])
-        bottom += vals
+        bottom = bottom + vals  # a new Series: matplotlib may keep the array it was given
 
 
 def fig_outcomes(run: Run) -> Any:
