@@ -16,6 +16,8 @@ from tools.config import SearchConfig
 BankMode = Literal["off", "on", "placebo"]
 BANK_MODES: tuple[str, ...] = ("off", "on", "placebo")
 LOCAL_JUDGE_TIMEOUT_S = 600.0
+# how long and how often the judge is tried changes no verdict it gives
+_JUDGE_NOT_IDENTITY = {"timeout_s", "connect_timeout_s", "retries", "max_consecutive_failures", "api_key_env"}
 
 
 class EvalSettings(BaseModel):
@@ -143,7 +145,7 @@ class EvalSettings(BaseModel):
                 mode="json", exclude={"timeout_s", "retries", "backoff_s", "device", "encode_batch_size"}
             ),
             "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),
-            "judge": self.judge.model_dump(mode="json", exclude={"timeout_s", "api_key_env"}),
+            "judge": self.judge.model_dump(mode="json", exclude=_JUDGE_NOT_IDENTITY),
             "top_k": self.top_k,
             # which model judges decides verdicts: a cached record is reused only under the same one
             **({"judge_model": self._judge_model()} if self.judge.kind == "model" else {}),

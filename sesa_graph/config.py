@@ -139,8 +139,24 @@ class JudgeConfig(Strict):
     timeout_s: float = Field(
         30.0,
         gt=0,
-        description="A judge call slower than this falls back to exact match and "
-        "is counted as judge_unavailable.",
+        description="The longest one judge call may take, retries included: a slower or failed call falls "
+        "back to exact match and is counted as judge_unavailable.",
+    )
+    connect_timeout_s: float = Field(
+        5.0, gt=0, description="For kind 'openai': how long one request attempt waits to connect."
+    )
+    retries: int = Field(
+        2,
+        ge=0,
+        description="For kind 'openai': retries of a request that could not connect, timed out or got HTTP "
+        "5xx/429, within timeout_s (kind 'model' uses the model's own `models:` settings).",
+    )
+    max_consecutive_failures: int = Field(
+        20,
+        ge=0,
+        description="After this many LLM judgments in a row fail (endpoint down, error, timeout -- not replies "
+        "without a verdict), the run stops with an error naming the judge instead of going on with exact "
+        "match alone; 0 never stops.",
     )
 
     @model_validator(mode="after")

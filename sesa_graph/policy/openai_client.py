@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import weakref
 from typing import Any
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
+from sesa_graph.policy.limits import CallLimits, call_with_retries
 from sesa_graph.policy.stops import cut_at_stop
 
 log = logging.getLogger(__name__)
@@ -29,11 +29,15 @@ class OpenAIPolicy:
         model: str,
         tokenizer: str | None = None,
         api_key: str = "EMPTY",
-        timeout_s: float = 120.0,
+        timeout_s: float = 90.0,
         retries: int = 4,
-        backoff_s: float = 1.0,
+        backoff_s: float = 0.5,
         max_concurrency: int = 64,
         max_context: int | None = None,
+        *,
+        connect_timeout_s: float = 5.0,
+        deadline_s: float = 120.0,
+        setting: str = "",
     ) -> None:
         from openai import AsyncOpenAI
         from transformers import AutoTokenizer
@@ -43,11 +47,16 @@ class OpenAIPolicy:
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
-        self._make_client = lambda: AsyncOpenAI(
-            base_url=self.base_url, api_key=api_key, timeout=timeout_s, max_retries=0
-        )  # our own retry loop names the URL at the end
-        self.retries = retries
-        self.backoff_s = backoff_s
+        self.limits = CallLimits(
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            deadline_s=deadline_s,
+            setting=setting,
+        )
+        # our own retry loop bounds the call and names the URL at the end; each request sets its timeout
+        self._make_client = lambda: AsyncOpenAI(base_url=self.base_url, api_key=api_key, max_retries=0)
         # the server's prompt + completion limit: a turn asks for no more than fits, and a rollout already at
         # the limit gets an empty 'length' turn instead of an HTTP 400 that would stop the run
         self.max_context = max_context
@@ -122,26 +131,17 @@ class OpenAIPolicy:
         return GenerationResult(text, ids, [float(x) for x in lps[: len(ids)]], prompt_ids, finish, stop)
 
     async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
-        import openai
-
-        retriable = (
-            openai.APIConnectionError,
-            openai.APITimeoutError,
-            openai.InternalServerError,
-            openai.RateLimitError,
+        return await call_with_retries(
+            lambda timeout: client.completions.create(**kwargs, timeout=timeout),
+            what="policy endpoint",
+            url=self.base_url,
+            limits=self.limits,
+            gone=self._gone,
         )
-        for attempt in range(self.retries + 1):
-            try:
-                return await client.completions.create(**kwargs)
-            except retriable as exc:
-                if attempt == self.retries:
-                    raise PolicyUnavailableError(
-                        f"policy endpoint {self.base_url} failed after {self.retries + 1} attempts: {exc}"
-                    ) from exc
-                delay = self.backoff_s * 2**attempt * (0.5 + random.random())
-                log.warning("policy endpoint %s: %s; retry in %.1fs", self.base_url, exc, delay)
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+
+    def _gone(self) -> str | None:
+        """Why no retry can help (a server that exited), or None."""
+        return None
 
 
 def _field(obj: Any, name: str) -> Any:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import weakref
 from dataclasses import replace
 from typing import Any
 
-from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
+from sesa_graph.policy.base import GenerationRequest, GenerationResult
+from sesa_graph.policy.limits import CallLimits, call_with_retries
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +102,7 @@ class ChatEndpoint:
         base_url: str,
         model: str,
         api_key: str = "EMPTY",
-        timeout_s: float = 120.0,
-        retries: int = 2,
-        backoff_s: float = 1.0,
+        limits: CallLimits | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
@@ -112,9 +110,7 @@ class ChatEndpoint:
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.backoff_s = backoff_s
+        self.limits = limits or CallLimits(retries=2)
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -124,7 +120,7 @@ class ChatEndpoint:
 
     def with_options(self, **options: Any) -> ChatEndpoint:
         """A copy with other ``chat_template_kwargs``/``max_tokens``/``temperature`` (one per role)."""
-        keys = ("base_url", "api_key", "timeout_s", "retries", "backoff_s")
+        keys = ("base_url", "api_key", "limits")
         kwargs = {k: getattr(self, k) for k in keys}
         kwargs.update(
             model=self.name,
@@ -142,13 +138,11 @@ class ChatEndpoint:
         client = self._clients.get(loop)
         if client is None:
             client = self._clients[loop] = AsyncOpenAI(
-                base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0
-            )
+                base_url=self.base_url, api_key=self.api_key, max_retries=0
+            )  # our own retry loop bounds each call (see call_with_retries)
         return client
 
     async def ainvoke(self, messages: Any, **_: Any) -> ChatReply:
-        import openai
-
         kwargs: dict[str, Any] = {
             "model": self.name,
             "messages": _as_dicts(messages),
@@ -158,25 +152,13 @@ class ChatEndpoint:
             kwargs["max_tokens"] = self.max_tokens
         if self.chat_template_kwargs:
             kwargs["extra_body"] = {"chat_template_kwargs": self.chat_template_kwargs}
-        retriable = (
-            openai.APIConnectionError,
-            openai.APITimeoutError,
-            openai.InternalServerError,
-            openai.RateLimitError,
+        client = self._client()
+        resp = await call_with_retries(
+            lambda timeout: client.chat.completions.create(**kwargs, timeout=timeout),
+            what=f"chat endpoint ({self.name})",
+            url=self.base_url,
+            limits=self.limits,
         )
-        for attempt in range(self.retries + 1):
-            try:
-                resp = await self._client().chat.completions.create(**kwargs)
-                break
-            except retriable as exc:
-                if attempt == self.retries:
-                    raise PolicyUnavailableError(
-                        f"chat endpoint {self.base_url} ({self.name}) failed after {self.retries + 1} "
-                        f"attempts: {exc}"
-                    ) from exc
-                delay = self.backoff_s * 2**attempt * (0.5 + random.random())
-                log.warning("chat endpoint %s: %s; retry in %.1fs", self.base_url, exc, delay)
-                await asyncio.sleep(delay)
         choice = resp.choices[0]
         # a reasoning parser moves the thinking to reasoning_content: an answer cut off inside it is empty
         return ChatReply(choice.message.content or "", choice.finish_reason)

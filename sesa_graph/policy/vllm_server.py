@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.openai_client import OpenAIPolicy
 from tools.errors import ServiceError
 
@@ -395,16 +394,14 @@ atexit.register(stop_all)
 class ServedPolicy(OpenAIPolicy):
     """An :class:`OpenAIPolicy` on a server this process started: it can also reload weights and stop it."""
 
-    def __init__(
-        self, server: VLLMServer, tokenizer: str, timeout_s: float = 120.0, retries: int = 4
-    ) -> None:
+    def __init__(self, server: VLLMServer, tokenizer: str, **limits: Any) -> None:
+        """``limits``: OpenAIPolicy's timeout_s, connect_timeout_s, retries, backoff_s, deadline_s, setting."""
         super().__init__(
             server.base_url,
             server.spec.served_name,
             tokenizer=tokenizer,
-            timeout_s=timeout_s,
-            retries=retries,
             max_context=server.spec.max_model_len,
+            **limits,
         )
         self.server = server
 
@@ -414,11 +411,8 @@ class ServedPolicy(OpenAIPolicy):
     def dead(self) -> str | None:
         return self.server.dead()
 
-    async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
-        try:
-            return await super()._with_retries(client, kwargs)
-        except PolicyUnavailableError as exc:
-            raise PolicyUnavailableError(self.server.dead() or str(exc)) from exc  # a crash says why
+    def _gone(self) -> str | None:
+        return self.server.dead()  # a crashed server says why, and no retry waits for it
 
     def close(self) -> None:
         self.server.stop()

@@ -8,12 +8,15 @@ greedy decoding and a small ``max_tokens`` yourself, e.g. ``ChatOpenAI(temperatu
 :class:`sesa_graph.policy.templated.ChatEndpoint`. A judge call that raises or times out, and a reply that
 gives no verdict (empty, cut off inside ``<think>``, saying neither or both), fall back to the exact-match
 verdict, are marked ``judge_unavailable`` and counted, so a run can report how many verdicts were EM-only
-instead of silently drifting -- a reply without a verdict is never read as "Wrong".
+instead of silently drifting -- a reply without a verdict is never read as "Wrong". Failed calls are logged
+with the judge's URL; a judge whose calls keep failing (``max_consecutive_failures`` in a row) stops the run
+with a :class:`JudgeUnavailableError`, since every verdict would otherwise quietly be exact match alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
@@ -24,8 +27,15 @@ from pydantic import BaseModel, ConfigDict
 from sesa_graph.policy.base import GenerationRequest, PolicyClient, SamplingParams
 from sesa_graph.prompts import render_judge_prompt
 from sesa_graph.scoring import exact_match, f1_score
+from tools.errors import ServiceError
+
+log = logging.getLogger(__name__)
 
 JudgeMethod = Literal["exact", "llm", "judge_unavailable", "none"]
+
+
+class JudgeUnavailableError(ServiceError):
+    """The LLM judge failed ``max_consecutive_failures`` judgments in a row; the message names it."""
 
 
 class Verdict(BaseModel):
@@ -101,6 +111,7 @@ class Judge:
         timeout_s: float = 60.0,
         max_tokens: int = 16,
         max_concurrency: int = 16,
+        max_consecutive_failures: int = 0,
     ) -> None:
         if model is not None and not (_is_policy(model) or hasattr(model, "ainvoke")):
             raise TypeError(
@@ -111,7 +122,10 @@ class Judge:
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.max_concurrency = max_concurrency
+        self.max_consecutive_failures = max_consecutive_failures
         self.unavailable_count = 0  # LLM judgments that failed or gave no verdict: exact match stands
+        self.failed_count = 0  # of those, the calls that raised or timed out (no reply at all)
+        self.failures_in_a_row = 0
         self.llm_count = 0  # LLM judgments requested
 
     async def judge(self, question: str, prediction: str | None, golds: str | Sequence[str]) -> Verdict:
@@ -137,9 +151,12 @@ class Judge:
             ]
             self.llm_count += len(pending)
             replies = await self._ask(prompts)
+            self._count_failures(replies)
             for i, reply in zip(pending, replies, strict=True):
                 it = items[i]
                 f1 = f1_score(it.prediction, it.golds)
+                if isinstance(reply, BaseException):
+                    reply = None
                 ok = None if reply is None else parse_judgment(reply)
                 if ok is None:
                     self.unavailable_count += 1
@@ -150,36 +167,73 @@ class Judge:
                     verdicts[i] = Verdict(correct=ok, score=float(ok), em=0.0, f1=f1, method="llm", raw=reply)
         return verdicts  # type: ignore[return-value]
 
-    async def _ask(self, prompts: list[str]) -> list[str | None]:
-        """One reply per prompt; None where the judge failed."""
+    def _count_failures(self, replies: list[str | BaseException]) -> None:
+        errors = [r for r in replies if isinstance(r, BaseException)]
+        if not errors:
+            self.failures_in_a_row = 0
+            return
+        self.failed_count += len(errors)
+        answered = len(errors) < len(replies)
+        self.failures_in_a_row = 0 if answered else self.failures_in_a_row + len(errors)
+        last = self._describe(errors[-1])
+        log.warning(
+            "judge %s: %d of %d calls failed (%s); their exact-match verdicts stand as judge_unavailable",
+            self.where,
+            len(errors),
+            len(replies),
+            last,
+        )
+        limit = self.max_consecutive_failures
+        if limit and self.failures_in_a_row >= limit:
+            raise JudgeUnavailableError(
+                f"judge {self.where} failed {self.failures_in_a_row} judgments in a row (last: {last}); "
+                "stopping rather than scoring by exact match alone -- start or fix the judge endpoint, raise "
+                "judge.timeout_s if it is only slow, or set judge.kind 'none' (or judge.max_consecutive_failures "
+                "0 to go on without it)"
+            )
+
+    @property
+    def where(self) -> str:
+        """The judge model as an error names it: its URL when it has one."""
+        url = getattr(self.model, "base_url", None)
+        name = getattr(self.model, "name", None) or type(self.model).__name__
+        return f"{name} at {url}" if url else str(name)
+
+    def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, TimeoutError):
+            return f"no reply within judge.timeout_s={self.timeout_s:g}s"
+        return f"{type(exc).__name__}: {exc}"
+
+    async def _ask(self, prompts: list[str]) -> list[str | BaseException]:
+        """One reply per prompt; the exception where the judge failed."""
         if _is_policy(self.model):
             return await self._ask_policy(self.model, prompts)
         return await self._ask_chat(self.model, prompts)
 
-    async def _ask_policy(self, policy: Any, prompts: list[str]) -> list[str | None]:
+    async def _ask_policy(self, policy: Any, prompts: list[str]) -> list[str | BaseException]:
         sampling = SamplingParams(max_tokens=self.max_tokens, temperature=0.0)
         requests = [
             GenerationRequest(messages=[{"role": "user", "content": p}], sampling=sampling) for p in prompts
         ]
         try:
             results = await asyncio.wait_for(policy.generate(requests), self.timeout_s)
-        except Exception:  # noqa: BLE001 -- any judge failure is a counted fallback, not a crashed step
-            return [None] * len(prompts)
+        except Exception as exc:  # noqa: BLE001 -- any judge failure is a counted fallback, not a crashed step
+            return [exc] * len(prompts)
         if len(results) != len(prompts):
-            return [None] * len(prompts)
+            return [RuntimeError(f"{len(results)} replies to {len(prompts)} prompts")] * len(prompts)
         tokenizer = getattr(policy, "tokenizer", None)
         # the template's own <think> is in the prompt, not the reply: put it back so parsing sees it open
         return ["<think>" + r.text if _opens_think(tokenizer, r.prompt_ids) else r.text for r in results]
 
-    async def _ask_chat(self, model: Any, prompts: list[str]) -> list[str | None]:
+    async def _ask_chat(self, model: Any, prompts: list[str]) -> list[str | BaseException]:
         gate = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(prompt: str) -> str | None:
+        async def one(prompt: str) -> str | BaseException:
             async with gate:
                 try:
                     msg = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), self.timeout_s)
-                except Exception:  # noqa: BLE001 -- see _ask_policy
-                    return None
+                except Exception as exc:  # noqa: BLE001 -- see _ask_policy
+                    return exc
             text = msg.text
             return str(text) if isinstance(text, str) else text()  # langchain-core < 1: a method
 

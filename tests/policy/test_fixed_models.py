@@ -322,8 +322,8 @@ def test_orchestrator_wires_roles_to_fixed_models(monkeypatch, tmp_path, caplog)
     frozen.server = FakeServer(4242)
     asked: dict = {}
 
-    def fake_start(policy_specs, models, owner=None, policy_gpus=None, log_dir=None):
-        asked.update(models=dict(models), owner=owner)
+    def fake_start(policy_specs, models, owner=None, policy_gpus=None, log_dir=None, policy_settings=None):
+        asked.update(models=dict(models), owner=owner, settings=policy_settings)
         return [solver, proposer], {name: frozen for name in models}
 
     monkeypatch.setattr(orch_mod, "start_models", fake_start)
@@ -338,6 +338,7 @@ def test_orchestrator_wires_roles_to_fixed_models(monkeypatch, tmp_path, caplog)
         orch = orch_mod.Orchestrator(cfg, tmp_path / "run")
     try:
         assert list(asked["models"]) == ["frozen"] and asked["owner"] == str((tmp_path / "run").resolve())
+        assert asked["settings"] == ("solver_policy", "proposer_policy")  # named in their timeout errors
         assert json.loads((tmp_path / "run" / "sync" / "server_pids.json").read_text()) == {
             "model:frozen": 4242
         }
