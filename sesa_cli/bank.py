@@ -6,8 +6,10 @@
     sesa bank mine runs/bootstrap -o priming.yaml --distiller openai:MODEL@http://127.0.0.1:8000/v1
 
 show, diff and export read the files a bank writes (``skills.jsonl``, snapshots, ``state.json``), never
-its Chroma store, so they are safe while a run is writing the bank. BANK is a bank directory or a run
-directory that holds ``memory/``.
+its Chroma store and never its writer lock, so they are safe while a run is writing the bank. When a
+commit is unfinished they show the last finished state and say so on stderr. BANK is a bank directory or
+a run directory that holds ``bank/`` or ``memory/``; ``BANK@vN`` (show, export) is the bank as of snapshot
+N, which reads even when ``state.json`` or ``skills.jsonl`` is damaged.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ bank_app = typer.Typer(help="Inspect, diff, export and prime skill banks.", no_a
 console = Console()
 err_console = Console(stderr=True)
 
-BankArg = Annotated[Path, typer.Argument(help="Bank directory, or a run directory holding memory/.")]
+BankArg = Annotated[
+    Path, typer.Argument(help="Bank directory, or a run directory holding bank/; BANK@vN: its snapshot N.")
+]
 
 
 class SortKey(str, Enum):
@@ -49,8 +53,14 @@ _SORT = {
 
 
 def _fail(msg: str) -> NoReturn:
+    """A user error (a bad argument, a missing or damaged file): one line, exit code 2."""
     err_console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
-    raise typer.Exit(1)
+    raise typer.Exit(2)
+
+
+def _warn(msg: str | None) -> None:
+    if msg:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", soft_wrap=True, highlight=False)
 
 
 def _short(text: str, n: int = 70) -> str:
@@ -66,22 +76,27 @@ def show(
     ] = SortKey.helpful,
 ) -> None:
     """The bank's version, size, queue and statistics, and its top skills by a counter."""
-    from sesa_graph.memory.bank_layout import QUEUE, BankError
-    from sesa_graph.memory.snapshot import bank_dir, live_skills, read_state
+    from sesa_graph.memory.snapshot import committed_view, snapshot_skills, snapshot_version
+    from tools.errors import UserError
 
+    state: dict = {}
     try:
-        path = bank_dir(bank)
-        state, skills = read_state(path), live_skills(path)
-        pending = len(json.loads((path / QUEUE).read_text())["entries"]) if (path / QUEUE).is_file() else 0
-    except (BankError, OSError, ValueError, KeyError) as exc:
+        if snapshot_version(bank) is not None:
+            file, skills = snapshot_skills(bank)
+            header = f"[bold]{escape(str(file))}[/bold]  skills {len(skills)} ({sum(s.seed for s in skills)} seeds)"
+        else:
+            view = committed_view(bank)
+            state, skills = view.state, view.skills
+            header = (
+                f"[bold]{escape(str(view.path))}[/bold]  version {state['version']}  skills {len(skills)} "
+                f"({sum(s.seed for s in skills)} seeds)  tombstones {state.get('n_tombstones', 0)}  "
+                f"pending failures {view.queue_len}  embedder {escape(str(state['embedder']))}"
+            )
+            _warn(view.warning())
+    except (UserError, OSError) as exc:
         _fail(str(exc))
-    seeds = sum(s.seed for s in skills)
-    console.print(
-        f"[bold]{escape(str(path))}[/bold]  version {state['version']}  skills {len(skills)} ({seeds} "
-        f"seeds)  tombstones {state.get('n_tombstones', 0)}  pending failures {pending}  "
-        f"embedder {escape(state['embedder'])}"
-    )
-    if state.get("stats"):
+    console.print(header)
+    if isinstance(state.get("stats"), dict) and state["stats"]:
         console.print("stats: " + escape(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items()))))
     skills.sort(key=_SORT[sort.value], reverse=True)
     table = Table()
@@ -111,14 +126,19 @@ def diff(
     bank: Annotated[Path | None, typer.Option(help="Bank (or run) directory, for version numbers.")] = None,
 ) -> None:
     """Skills admitted and evicted, and counter changes, between two snapshots."""
-    from sesa_graph.memory.bank_layout import BankError
-    from sesa_graph.memory.snapshot import diff_snapshots, read_skills, resolve_snapshot
+    from sesa_graph.memory.snapshot import diff_snapshots, pending_change, read_skills, resolve_snapshot
+    from tools.errors import UserError
 
     try:
         pa, pb = resolve_snapshot(a, bank), resolve_snapshot(b, bank)
         d = diff_snapshots(read_skills(pa), read_skills(pb))
-    except (BankError, OSError, ValueError) as exc:
+    except (UserError, OSError) as exc:
         _fail(str(exc))
+    try:  # the snapshots read fine: a damaged journal is worth a warning, not a failed diff
+        pending = pending_change(bank) if bank is not None else None
+        _warn(pending and f"{bank}: an unfinished {pending} is pending; its snapshot may be listed already")
+    except UserError as exc:
+        _warn(str(exc))
     console.print(
         f"{escape(pa.name)} -> {escape(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
         f"evicted, {len(d.changed)} with new counters"
@@ -157,15 +177,20 @@ def export(
     import yaml
 
     from sesa_graph.fsutil import write_jsonl_atomic
-    from sesa_graph.memory.bank_layout import BankError
     from sesa_graph.memory.skill import skill_file_data, write_skill_file
-    from sesa_graph.memory.snapshot import live_skills
+    from sesa_graph.memory.snapshot import committed_view, snapshot_skills, snapshot_version
+    from tools.errors import UserError
 
     if fmt not in ("yaml", "jsonl"):
         _fail(f"--format must be yaml or jsonl, got {fmt!r}")
     try:
-        skills = live_skills(bank)
-    except (BankError, OSError, ValueError) as exc:
+        if snapshot_version(bank) is not None:
+            skills = snapshot_skills(bank)[1]
+        else:
+            view = committed_view(bank)
+            skills = view.skills
+            _warn(view.warning())
+    except (UserError, OSError) as exc:
         _fail(str(exc))
     if fmt == "jsonl":
         rows = [s.model_dump(mode="json") for s in skills]

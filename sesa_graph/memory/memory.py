@@ -113,7 +113,7 @@ class SkillMemory:
             return cls(config, None, None)
         _check_distiller(config, distiller)  # before anything is written
         bank = SkillBank.create(Path(path), config, encoder)
-        return cls(config, bank, cls._load_queue(bank), distiller, loop)
+        return cls._around(config, bank, distiller, loop)
 
     @classmethod
     def open(
@@ -131,7 +131,17 @@ class SkillMemory:
             return cls(config, None, None)
         _check_distiller(config, distiller)
         bank = SkillBank.open(Path(path), config, encoder)
-        return cls(config, bank, cls._load_queue(bank), distiller, loop)
+        return cls._around(config, bank, distiller, loop)
+
+    @classmethod
+    def _around(
+        cls, config: MemoryConfig, bank: SkillBank, distiller: Any, loop: asyncio.AbstractEventLoop | None
+    ) -> SkillMemory:
+        try:
+            return cls(config, bank, cls._load_queue(bank), distiller, loop)
+        except BaseException:
+            bank.close()  # an open bank holds the writer lock: never leave it behind a failed start
+            raise
 
     @staticmethod
     def _load_queue(bank: SkillBank) -> FailureQueue:

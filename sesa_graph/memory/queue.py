@@ -46,6 +46,13 @@ class QueueError(UserError, RuntimeError):
     """A queue file that cannot be read; the message names the path."""
 
 
+_QUEUE_FIX = (
+    "it holds the failures waiting for distillation (each step's failures are also in the run's failures/ "
+    "files). Restore it from a copy of the bank, or start an empty queue: "
+    'echo \'{{"format": 1, "entries": []}}\' > {path}'
+)
+
+
 class FailureRecord(BaseModel):
     """One failed solver rollout, as the self-play step reports it (and as ``failures.jsonl`` stores it)."""
 
@@ -86,6 +93,31 @@ class PendingFailure(BaseModel):
     first_step: int = 0
     last_step: int = 0
     seq: int = 0
+
+
+def parse_queue(data: object, path: Path) -> tuple[list[PendingFailure], Counter[str]]:
+    """The entries and statistics of a parsed queue file; QueueError naming the file, the entry and the
+    field when it is not one."""
+
+    def bad(problem: str) -> QueueError:
+        return QueueError(f"failure queue {path} is damaged: {problem}; {_QUEUE_FIX.format(path=path)}")
+
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise bad("expected a JSON object with an 'entries' list")
+    entries = []
+    for i, e in enumerate(data["entries"]):
+        try:
+            entries.append(PendingFailure.model_validate(e))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "the entry"
+            raise bad(f"entry {i}: {where}: {err['msg']}") from None
+    raw = data.get("stats", {})
+    try:
+        stats = Counter({str(k): int(v) for k, v in raw.items()})
+    except (AttributeError, TypeError, ValueError):
+        raise bad("'stats' must map names to integers") from None
+    return entries, stats
 
 
 def question_key(question: str) -> str:
@@ -130,13 +162,14 @@ class FailureQueue:
     def load(cls, path: Path, **kwargs) -> FailureQueue:
         q = cls(path, **kwargs)
         try:
-            data = json.loads(Path(path).read_text())
-            entries = [PendingFailure.model_validate(e) for e in data["entries"]]
-            stats = Counter({str(k): int(v) for k, v in data.get("stats", {}).items()})
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise QueueError(f"failure queue {path} is missing") from None
-        except (json.JSONDecodeError, KeyError, TypeError, ValidationError) as exc:
-            raise QueueError(f"failure queue {path} is corrupt: {exc}") from None
+            raise QueueError(f"failure queue {path} is missing; {_QUEUE_FIX.format(path=path)}") from None
+        except ValueError as exc:  # bad JSON or bad UTF-8
+            raise QueueError(
+                f"failure queue {path} is damaged: not valid JSON ({exc}); " + _QUEUE_FIX.format(path=path)
+            ) from None
+        entries, stats = parse_queue(data, path)
         q.entries = {e.key: e for e in entries}
         q.stats = stats
         q._seq = max((e.seq for e in entries), default=0)

@@ -53,7 +53,7 @@ def test_diff_between_snapshots(grown_bank):
     )
     assert "+3 admitted" in res.output and f"{admitted[0]}: retrieved 0->2, helpful 0->2" in res.output
     res = runner.invoke(bank_app, ["diff", "0", "9", "--bank", str(run)])
-    assert res.exit_code == 1 and "v0009.jsonl" in res.output
+    assert res.exit_code == 2 and "v0009.jsonl" in res.output
 
 
 def test_export_yaml_primes_a_new_bank(grown_bank, tmp_path, encoder):
@@ -73,7 +73,7 @@ def test_export_yaml_primes_a_new_bank(grown_bank, tmp_path, encoder):
 
 def test_show_on_a_missing_bank_names_the_path(tmp_path):
     res = runner.invoke(bank_app, ["show", str(tmp_path / "nope")])
-    assert res.exit_code == 1 and "nope" in res.output
+    assert res.exit_code == 2 and "nope" in res.output
 
 
 def test_mine_deduplicates_and_writes_a_priming_file(tmp_path, encoder):
@@ -98,7 +98,7 @@ def test_mine_deduplicates_and_writes_a_priming_file(tmp_path, encoder):
     res = runner.invoke(
         bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"]
     )
-    assert res.exit_code == 1 and "failures.jsonl:2" in res.output
+    assert res.exit_code == 2 and "failures.jsonl:2" in res.output
 
 
 def test_an_unset_distiller_credential_is_an_error_not_a_disabled_bank(tmp_path, monkeypatch):
@@ -114,7 +114,7 @@ def test_an_unset_distiller_credential_is_an_error_not_a_disabled_bank(tmp_path,
             "SESA_TEST_UNSET_KEY",
         ],
     )
-    assert res.exit_code == 1 and "SESA_TEST_UNSET_KEY is not set" in res.output
+    assert res.exit_code == 2 and "SESA_TEST_UNSET_KEY is not set" in res.output
 
 
 def test_mine_reads_the_per_step_files_sesa_train_writes_and_keeps_the_first_n(tmp_path):
@@ -133,7 +133,7 @@ def test_mine_reads_the_per_step_files_sesa_train_writes_and_keeps_the_first_n(t
     empty = tmp_path / "empty"
     empty.mkdir()
     res = runner.invoke(bank_app, ["mine", str(empty), "--distiller", "fakes:mining_distiller"])
-    assert res.exit_code == 1 and "written by `sesa train`" in res.output
+    assert res.exit_code == 2 and "written by `sesa train`" in res.output
 
 
 def test_a_bank_without_seeds_starts_empty(tmp_path, encoder):
