@@ -140,7 +140,7 @@ def prepare_run(
 
         r = prepare_resume(resume, overrides, flags, before_write=stop_stale_processes)
         for note in r.notes:
-            console.print(note, markup=False, highlight=False)
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
         return r.cfg, resume, r.start
     assert cfg is not None
     run_dir = runs_dir / cfg.name
@@ -170,6 +170,7 @@ def kill_stale_trainers(run_dir: Path) -> None:
         console.print(
             f"{pids} is damaged ({found}), skipped: check that no trainer of this run is still running",
             markup=False,
+            soft_wrap=True,
         )
         return
     for pid in found.values():
