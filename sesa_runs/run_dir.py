@@ -115,7 +115,7 @@ class Run:
         return self._metrics_log().final_consolidation
 
     def metrics(self) -> pd.DataFrame:
-        """One row per committed step (the last line of a step wins), with the consolidation flattened
+        """One row per committed step (the latest attempt's record of it), with the consolidation flattened
         into ``consolidation_*`` columns and ``n_groups`` / ``frontier_share`` derived."""
         by_step = self._metrics_log().by_step
         rows = []
