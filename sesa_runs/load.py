@@ -17,8 +17,8 @@ run or an eval is still writing::
     ev.off_on()                               # mean score per dataset per bank mode, and On - Off
 
 What a run directory holds (written by ``training``): ``config.yaml`` (first), ``metrics.jsonl`` (append-only: a
-record per step, the latest attempt's counting after a resume), ``trajectories/step-NNNNN/{proposer,solver}.parquet``, ``bank/`` (``skills.jsonl``,
-``snapshots/vNNNN.jsonl`` + ``vNNNN.report.json``, ``state.json``) and, once finished, ``summary.json``.
+record per step, the latest attempt's counting after a resume), ``trajectories/step-NNNNN/{proposer,solver}.parquet``,
+``bank/`` (``skills.jsonl``, ``snapshots/vNNNN.jsonl`` + ``vNNNN.report.json``, ``state.json``) and, once finished, ``summary.json``.
 A step counts as committed once its metrics line is written (the shards are written before it).
 An eval directory (``sesa_eval/harness.py``) holds ``eval.json``, ``records.jsonl`` and ``report.json``.
 
