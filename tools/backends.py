@@ -40,7 +40,13 @@ def make_backend(cfg: SearchConfig) -> SearchBackend:
     if cfg.backend == "http":
         from tools.http import HttpBackend
 
-        return HttpBackend(cfg.url, timeout_s=cfg.timeout_s, retries=cfg.retries, backoff_s=cfg.backoff_s)
+        return HttpBackend(
+            cfg.url,
+            timeout_s=cfg.timeout_s,
+            retries=cfg.retries,
+            backoff_s=cfg.backoff_s,
+            connect_timeout_s=cfg.connect_timeout_s,
+        )
     raise ValueError(f"unknown search backend {cfg.backend!r}; choose bm25, dense or http")
 
 

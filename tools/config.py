@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class SearchConfig(BaseModel):
@@ -32,15 +32,24 @@ class SearchConfig(BaseModel):
     )
     url: str = Field(
         "http://127.0.0.1:8000",
-        description="Base URL of the retrieval server for the http backend (the client POSTs to "
-        "`{url}/retrieve`).",
+        description="Base URL of the retrieval server for the http backend; the client POSTs to "
+        "`{url}/retrieve`, and a URL that already ends in `/retrieve` is used as it is.",
     )
-    timeout_s: float = Field(30.0, gt=0, description="http backend: timeout of one request, in seconds.")
+    timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="http backend: read timeout of one request, in seconds (a search on a healthy server "
+        "takes well under one).",
+    )
+    connect_timeout_s: float = Field(
+        3.0, gt=0, description="http backend: timeout for opening the connection, in seconds."
+    )
     retries: int = Field(
-        3,
+        2,
         ge=0,
         description="http backend: retries after a failed request (connection error, timeout or 5xx) "
-        "before raising SearchUnavailableError.",
+        "before raising SearchUnavailableError. A stuck server fails after about "
+        "(retries + 1) x timeout_s plus the backoff: ~32 s with the defaults.",
     )
     backoff_s: float = Field(
         0.5,
@@ -57,3 +66,10 @@ class SearchConfig(BaseModel):
     encode_batch_size: int = Field(
         64, ge=1, description="dense backend: batch size when encoding documents and queries."
     )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.strip().lower().startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000)")
+        return url

@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from tools.assets import embedded_corpus_file
+from tools.errors import UserError
+from tools.jsonl import iter_jsonl, unpaired_surrogate
 
 EMBEDDED = "embedded"
 
@@ -55,24 +57,64 @@ def load_embedded_corpus() -> list[Doc]:
     return list(_embedded())
 
 
+class CorpusError(UserError, ValueError):
+    """A corpus that cannot be used; the message names the file and line, and what to fix."""
+
+
+class CorpusNotFoundError(CorpusError, FileNotFoundError):
+    """The corpus path does not exist or is not a file."""
+
+
+_LINE = "a JSON object with a non-empty 'id' and 'contents' (wiki-18 format)"
+
+
 def load_jsonl_corpus(path: str | Path) -> list[Doc]:
-    """Load a wiki-18-style JSONL corpus; a malformed line raises ``ValueError`` naming file and line."""
+    """Load a wiki-18-style JSONL corpus. A line that is not a usable document (bad UTF-8, not JSON, no
+    or null or blank id, empty contents, an id seen before) raises :class:`CorpusError` naming file and
+    line: a document dropped or indexed twice would change retrieval without anyone noticing."""
     path = Path(path)
     docs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                title, text = split_contents(row["contents"])
-                docs.append(Doc(id=str(row["id"]), title=title, text=text))
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-                raise ValueError(
-                    f"{path}:{lineno}: not a corpus line (want a JSON object with 'id' and 'contents'): "
-                    f"{type(e).__name__}: {e}"
-                ) from e
+    first_line: dict[str, int] = {}
+    for lineno, row in iter_jsonl(path, CorpusError, _LINE):
+        where = f"{path}:{lineno}"
+        doc = _row_doc(where, row)
+        if doc.id in first_line:
+            raise CorpusError(
+                f"{where}: duplicate id {doc.id!r} (first at {path}:{first_line[doc.id]}); "
+                "ids must be unique, since results and caches refer to documents by id"
+            )
+        first_line[doc.id] = lineno
+        docs.append(doc)
+    if not docs:
+        raise CorpusError(
+            f"{path}: no documents (the file is empty or blank); want one per line, each {_LINE}"
+        )
     return docs
+
+
+def _row_doc(where: str, row: object) -> Doc:
+    if not isinstance(row, dict):
+        raise CorpusError(f"{where}: expected {_LINE}, got a JSON {type(row).__name__}")
+    if row.get("id") is None:
+        raise CorpusError(
+            f"{where}: 'id' is {'null' if 'id' in row else 'missing'}; every document needs one"
+        )
+    doc_id = row["id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise CorpusError(f"{where}: 'id' must be a string or an integer, got {type(doc_id).__name__}")
+    doc_id = str(doc_id).strip()
+    if not doc_id:
+        raise CorpusError(f"{where}: 'id' is blank; every document needs one")
+    contents = row.get("contents")
+    if not isinstance(contents, str):
+        got = "missing" if "contents" not in row else type(contents).__name__
+        raise CorpusError(f"{where}: 'contents' must be a string (\"Title\"\\ntext), got {got}")
+    if not contents.strip():
+        raise CorpusError(f"{where}: 'contents' is empty; drop the line or give the document's text")
+    if unpaired_surrogate(doc_id) or unpaired_surrogate(contents):
+        raise CorpusError(f"{where}: text holds an unpaired surrogate escape (\\udXXX); fix the escape")
+    title, text = split_contents(contents)
+    return Doc(id=doc_id, title=title, text=text)
 
 
 def load_corpus(spec: str | Path) -> list[Doc]:
@@ -81,7 +123,10 @@ def load_corpus(spec: str | Path) -> list[Doc]:
         return load_embedded_corpus()
     path = Path(spec)
     if not path.is_file():
-        raise FileNotFoundError(f"corpus {str(spec)!r} is neither 'embedded' nor an existing JSONL file")
+        problem = "is a directory" if path.is_dir() else "does not exist"
+        raise CorpusNotFoundError(
+            f"corpus {str(spec)!r} {problem}; set search.corpus (--corpus) to 'embedded' or a JSONL file"
+        )
     return load_jsonl_corpus(path)
 
 

@@ -11,6 +11,8 @@ Run it with ``sesa search serve --backend bm25 --port 8000``.
 from __future__ import annotations
 
 import errno
+import ipaddress
+import logging
 import socket
 import threading
 import time
@@ -19,32 +21,71 @@ from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
-from pydantic import BaseModel, Field
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 
 from tools.backends import SearchBackend
 from tools.corpus import Doc, join_contents
 from tools.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 class PortInUseError(UserError, OSError):
     """The server's port is taken; the message names it."""
 
 
+class HostError(UserError, ValueError):
+    """The interface to bind is unusable; the message names the flag."""
+
+
+# Bounds on one request, so no client can make the server build a giant answer or hold a worker for
+# minutes; rollouts send one short query at a time, far inside them.
+MAX_TOPK = 100
+MAX_QUERIES = 512
+MAX_QUERY_CHARS = 4096
+
+
 class RetrieveRequest(BaseModel):
-    queries: list[str] = Field(description="Search queries; a blank one gets an empty result list.")
-    topk: int | None = Field(None, ge=1, description="Documents per query; the server's default if unset.")
-    return_scores: bool = Field(False, description="Wrap each document as {document, score}.")
+    queries: list[StrictStr] = Field(description="Search queries; a blank one gets an empty result list.")
+    topk: StrictInt | None = Field(None, description="Documents per query; the server's default if unset.")
+    return_scores: StrictBool = Field(False, description="Wrap each document as {document, score}.")
 
 
-def create_app(backend: SearchBackend, default_k: int = 3) -> FastAPI:
+def _invalid(field: list, msg: str) -> JSONResponse:
+    # FastAPI's own 422 shape, so clients read one format for every validation error.
+    detail = [{"type": "value_error", "loc": ["body", *field], "msg": f"{'.'.join(map(str, field))}: {msg}"}]
+    return JSONResponse(status_code=422, content={"detail": detail})
+
+
+def create_app(
+    backend: SearchBackend,
+    default_k: int = 3,
+    max_topk: int = MAX_TOPK,
+    max_queries: int = MAX_QUERIES,
+    max_query_chars: int = MAX_QUERY_CHARS,
+) -> FastAPI:
     app = FastAPI(title="sesa-graph retrieval server")
     started = time.monotonic()
     docs = getattr(backend, "docs", None)
 
     @app.post("/retrieve")
-    def retrieve(req: RetrieveRequest) -> dict:
-        results = backend.search(req.queries, k=req.topk or default_k)
-        return {"result": [[_hit(d, req.return_scores) for d in docs_] for docs_ in results]}
+    def retrieve(req: RetrieveRequest):
+        if req.topk is not None and not 1 <= req.topk <= max_topk:
+            return _invalid(["topk"], f"must be between 1 and {max_topk}, got {req.topk}")
+        if len(req.queries) > max_queries:
+            return _invalid(["queries"], f"{len(req.queries)} queries, at most {max_queries} per request")
+        for i, q in enumerate(req.queries):
+            if len(q) > max_query_chars:
+                return _invalid(["queries", i], f"{len(q)} characters, at most {max_query_chars}")
+        results, errors = _search_isolated(backend, req.queries, req.topk or default_k)
+        if errors and len(errors) == sum(1 for q in req.queries if q.strip()):
+            # Nothing succeeded: a 5xx, so the client retries as it does for any server fault.
+            return JSONResponse(status_code=503, content={"detail": "search failed", "errors": errors})
+        body: dict = {"result": [[_hit(d, req.return_scores) for d in docs_] for docs_ in results]}
+        if errors:
+            body["errors"] = errors
+        return body
 
     @app.get("/status")
     def status() -> dict:
@@ -57,6 +98,28 @@ def create_app(backend: SearchBackend, default_k: int = 3) -> FastAPI:
     return app
 
 
+def _search_isolated(
+    backend: SearchBackend, queries: list[str], k: int
+) -> tuple[list[list[Doc]], list[dict]]:
+    """Search the batch; if that fails, each query alone, so one query the backend chokes on costs only
+    its own result. Returns the results and one ``{"index", "error"}`` per failed query."""
+    try:
+        return backend.search(queries, k=k), []
+    except Exception:  # noqa: BLE001 -- any backend fault: find the queries that cause it
+        log.warning("search of a batch of %d queries failed; retrying them one by one", len(queries))
+    results: list[list[Doc]] = []
+    errors: list[dict] = []
+    for i, q in enumerate(queries):
+        try:
+            (docs,) = backend.search([q], k=k)
+        except Exception as e:  # noqa: BLE001 -- reported to the client, logged here
+            log.warning("query %d failed: %s: %s", i, type(e).__name__, e)
+            errors.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300]})
+            docs = []
+        results.append(docs)
+    return results, errors
+
+
 def _hit(doc: Doc, with_score: bool) -> dict:
     document = {"id": doc.id, "contents": join_contents(doc)}
     return {"document": document, "score": doc.score} if with_score else document
@@ -64,6 +127,13 @@ def _hit(doc: Doc, with_score: bool) -> dict:
 
 def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     """Bind (and return) the listening socket up front, so a taken port is a clear error, not a uvicorn log."""
+    if not host.strip():
+        # socket.bind treats "" as every interface: an empty --host must not expose the server.
+        raise HostError("--host is empty; give 127.0.0.1 (this machine only) or the interface to serve on")
+    if not _loopback(host):
+        log.warning(
+            "binding %s:%d: the server is reachable from other machines, with no authentication", host, port
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is not "in use"
@@ -78,6 +148,13 @@ def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
         raise OSError(e.errno, f"cannot bind {host}:{port}: {e.strerror}") from e
     sock.set_inheritable(True)
     return sock
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _uvicorn(app: FastAPI, sock: socket.socket, log_level: str) -> uvicorn.Server:
