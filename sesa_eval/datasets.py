@@ -18,6 +18,7 @@ SQuAD-style normalization (lowercase, no punctuation or articles, collapsed spac
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 from sesa_graph.scoring import normalize_answer
 from tools.errors import UserError
+from tools.jsonl import iter_jsonl, unpaired_surrogate
 
 # The paper's column order (Tables 1 and 2) and how its headers spell the names.
 PAPER_ORDER = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
@@ -98,28 +100,44 @@ def resolve_dataset(ref: str, data_dir: str | Path | None) -> tuple[str, Path | 
     )
 
 
+_ROW = 'a JSON object {"id", "question", "golden_answers": [...]} (FlashRAG format)'
+
+
 def _row_question(src: str, line: int, row: Any, seen: dict[str, int], dataset: str) -> EvalQuestion:
     where = f"{src}:{line}"
     if not isinstance(row, dict):
-        raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        raise DatasetError(f"{where}: expected {_ROW}, got a JSON {type(row).__name__}")
     if "golden_answers" not in row:
-        raise DatasetError(
-            f"{where}: row has no 'golden_answers' (FlashRAG format: "
-            '{"id", "question", "golden_answers": [...]})'
-        )
+        raise DatasetError(f"{where}: row has no 'golden_answers'; want {_ROW}")
     golds = row["golden_answers"]
     if isinstance(golds, str) or not isinstance(golds, list):
         raise DatasetError(f"{where}: 'golden_answers' must be a list of strings, got {type(golds).__name__}")
-    golds = [str(g).strip() for g in golds if isinstance(g, (str, int, float)) and str(g).strip()]
+    for i, g in enumerate(golds):
+        # A null or a boolean would become the answer "None" or "True" and score wrong answers right.
+        if (
+            isinstance(g, bool)
+            or not isinstance(g, (str, int, float))
+            or (isinstance(g, float) and not math.isfinite(g))
+        ):
+            raise DatasetError(
+                f"{where}: 'golden_answers'[{i}] is {json.dumps(g, default=repr)[:60]}; want a string"
+            )
+    golds = [str(g).strip() for g in golds if str(g).strip()]
     if not golds:
         raise DatasetError(f"{where}: 'golden_answers' has no non-empty answer")
     question = row.get("question")
     if not isinstance(question, str) or not question.strip():
-        raise DatasetError(f"{where}: row has no non-empty 'question'")
+        got = "missing" if "question" not in row else json.dumps(question, default=repr)[:60]
+        raise DatasetError(f"{where}: row has no non-empty 'question' (a string; got {got})")
     qid = row.get("id")
-    if qid is None or not str(qid).strip():
-        raise DatasetError(f"{where}: row has no 'id' (results are cached per id, so every row needs one)")
+    if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+        raise DatasetError(
+            f"{where}: row has no 'id' (a non-empty string or integer; got {json.dumps(qid, default=repr)[:60]}):"
+            " results are cached per id, so every row needs one"
+        )
     qid = str(qid).strip()
+    if any(unpaired_surrogate(t) for t in (qid, question, *golds)):
+        raise DatasetError(f"{where}: text holds an unpaired surrogate escape (\\udXXX); fix the escape")
     if qid in seen:
         raise DatasetError(f"{where}: id {qid!r} already used on line {seen[qid]}")
     seen[qid] = line
@@ -130,17 +148,10 @@ def read_jsonl_questions(path: Path, dataset: str, limit: int | None = None) -> 
     """The first ``limit`` questions of a FlashRAG-style JSONL file; every row read is validated."""
     out: list[EvalQuestion] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            if limit is not None and len(out) >= limit:
-                break
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            out.append(_row_question(str(path), n, row, seen, dataset))
+    for n, row in iter_jsonl(Path(path), DatasetError, _ROW):
+        out.append(_row_question(str(path), n, row, seen, dataset))
+        if limit is not None and len(out) >= limit:
+            break  # before the next line is even read: --limit works on a file with a bad tail
     if not out:
         raise DatasetError(f"{path}: no questions")
     return out
@@ -292,23 +303,29 @@ def read_target_pool(path: str | Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise DatasetError(f"target pool {path} does not exist")
     out: list[tuple[str, str]] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("{"):
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-                for key in _POOL_KEYS:
-                    val = row.get(key)
-                    for v in val if isinstance(val, list) else [val]:
-                        if isinstance(v, str) and v.strip():
-                            out.append((f"{path.name}:{n}", v))
-            else:
-                out.append((f"{path.name}:{n}", line))
+    try:
+        raw_lines = path.read_bytes().split(b"\n")
+    except OSError as e:
+        raise DatasetError(f"target pool {path}: cannot read the file: {e.strerror or e}") from None
+    for n, raw in enumerate(raw_lines, 1):
+        try:
+            line = raw.decode("utf-8-sig" if n == 1 else "utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise DatasetError(f"{path}:{n}: not valid UTF-8 ({e.reason} at column {e.start + 1})") from None
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise DatasetError(f"{path}:{n}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+            for key in _POOL_KEYS:
+                val = row.get(key)
+                for v in val if isinstance(val, list) else [val]:
+                    if isinstance(v, str) and v.strip():
+                        out.append((f"{path.name}:{n}", v))
+        else:
+            out.append((f"{path.name}:{n}", line))
     return out
 
 
