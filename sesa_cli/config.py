@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from sesa_cli.common import console
-
 config_app = typer.Typer(help="Inspect run configs.", no_args_is_help=True)
 
 
@@ -32,7 +30,8 @@ def config_show(
     path = config or DEFAULT_CONFIG
     cfg, rows = resolve_config(path)
     if not origins:
-        console.print(f"# from {path}; fields absent there are defaults")
-        console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        # plain echo: a value may hold brackets (not markup) and a console would wrap long lines mid-YAML
+        typer.echo(f"# from {path}; fields absent there are defaults")
+        typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
     print_settings(rows)

@@ -26,12 +26,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sesa_cli.common import ReportingGroup
 from sesa_eval.datasets import display_name
 from sesa_eval.progress import EvalProgress
 from sesa_eval.settings import EvalSettings, default_name
 from sesa_graph.config import JudgeConfig, SolverConfig
 from sesa_graph.model_config import PolicyConfig
 from tools.config import SearchConfig
+from tools.errors import UserError
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -40,6 +42,7 @@ eval_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=ReportingGroup,  # (also when mounted under an app of its own, as the tests do)
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -149,6 +152,14 @@ def resolve_settings(
         else:
             rows.append((key, repr(value), sources.get(key, "default")))
     return settings, rows
+
+
+def _errors(exc: Any) -> str:
+    """A pydantic ValidationError's errors on one line, each with its setting."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
 
 
 def _set_in(keys: set[str], key: str) -> bool:
@@ -291,12 +302,7 @@ def eval_main(
     )
     from pydantic import ValidationError
 
-    from sesa_eval.datasets import DatasetError
-    from sesa_eval.harness import EvalError, evaluate
-    from sesa_graph.config import ConfigError
-    from sesa_graph.memory.bank_layout import BankError
-    from sesa_graph.policy.base import PolicyUnavailableError
-    from tools.assets import MissingAssetError
+    from sesa_eval.harness import evaluate
 
     flags = {
         "data_dir": data_dir,
@@ -332,9 +338,8 @@ def eval_main(
     }
     try:
         settings, rows = resolve_settings(config, flags)
-    except (ValidationError, ConfigError, ValueError) as exc:
-        err_console.print(f"[red]invalid eval settings:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    except ValidationError as exc:  # (a ConfigError, a UserError, is reported as it is)
+        raise UserError(f"invalid eval settings: {_errors(exc)}") from None
     _print_settings(rows)
     if settings.judge.kind == "policy":
         err_console.print(
@@ -367,17 +372,10 @@ def eval_main(
         outcome = asyncio.run(
             evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start)
         )
-    except (
-        DatasetError,
-        EvalError,
-        BankError,
-        MissingAssetError,
-        FileNotFoundError,
-        PolicyUnavailableError,
-        ValueError,
-    ) as exc:
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2 if isinstance(exc, DatasetError) else 1) from None
+    except ValidationError as exc:
+        raise UserError(f"invalid eval settings: {_errors(exc)}") from None
+    except FileNotFoundError as exc:  # a path given on the command line or in the settings
+        raise UserError(f"{exc.filename or ''}: no such file or directory ({exc.strerror})") from None
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]interrupted[/]: finished questions are kept in {settings.out_dir}/records.jsonl; "

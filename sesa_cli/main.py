@@ -12,6 +12,7 @@ import typer
 
 from sesa_cli import rollouts, runs
 from sesa_cli.bank import bank_app
+from sesa_cli.common import ReportingGroup
 from sesa_cli.config import config_app
 from sesa_cli.policy import policy_app
 from sesa_cli.search import search_app
@@ -27,10 +28,20 @@ def build_app() -> typer.Typer:
 
     app = typer.Typer(
         name="sesa",
+        cls=ReportingGroup,
         help="sesa-graph: self-evolving search agents (search self-play + a distilled skill bank).",
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
     )
+
+    @app.callback()
+    def _root(
+        verbose: bool = typer.Option(
+            False, "--verbose", "-v", help="On an error, show its traceback too (also: SESA_DEBUG=1)."
+        ),
+    ) -> None:
+        """sesa-graph: self-evolving search agents (search self-play + a distilled skill bank)."""
+
     app.command()(train)
     app.command()(rollouts.rollout)
     app.command()(rollouts.propose)
@@ -46,7 +57,9 @@ def build_app() -> typer.Typer:
     return app
 
 
-def main() -> None:  # pragma: no cover - console entry
+def main() -> None:
+    """The console entry: a UserError or ServiceError is one line ``error: ...`` on stderr and its exit code
+    (2 or 1); a traceback only with -v/--verbose anywhere on the command line, or SESA_DEBUG=1."""
     build_app()()
 
 

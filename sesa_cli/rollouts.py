@@ -24,7 +24,8 @@ def _rollout_parts(
     if pcfg.backend == "vllm":
         console.print(
             f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
-            "keeps one running, --engine local skips it) ..."
+            "keeps one running, --engine local skips it) ...",
+            markup=False,
         )
     policy = make_policy(pcfg)
     search = make_backend(SearchConfig(corpus=corpus))
@@ -72,7 +73,8 @@ def rollout(
     if gold:
         v = asyncio.run(Judge(None).judge(question, state.get("final"), gold))
         console.print(
-            f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})"
+            f"verdict: {'correct' if v.correct else 'wrong'} (EM {v.em:.0f}, F1 {v.f1:.2f}, {v.method})",
+            markup=False,
         )
 
 
@@ -103,6 +105,8 @@ def propose(
     finally:
         getattr(policy, "close", lambda: None)()
     _print_trace(state, "question")
-    console.print(
-        f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}"
+    console.print(  # the RAG reader's answer is model output: printed as it is, never as markup
+        f"valid: {state.get('valid')}  reason: {state.get('invalid_reason')}  rag answer: {state.get('rag_answer')!r}",
+        markup=False,
+        highlight=False,
     )

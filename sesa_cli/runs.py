@@ -17,8 +17,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from sesa_cli.common import reporting
+from tools.errors import UserError
+
 console = Console()
-err_console = Console(stderr=True)
 
 
 def trace_command(
@@ -57,21 +59,21 @@ def trace_command(
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
     or list a run's / eval's rollouts with their ids."""
     from rich.table import Table
+    from rich.text import Text
 
-    from sesa_runs.load import RunNotFoundError, open_dir, select
+    from sesa_runs.load import open_dir, select
 
-    try:
-        obj = open_dir(run)
-    except RunNotFoundError as exc:
-        err_console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
-        raise typer.Exit(2) from None
+    obj = open_dir(run)  # (a RunNotFoundError is reported by the app, like every user error)
     if rollout is None:
         df = obj.rollouts(uncommitted=True) if obj.kind == "run" else obj.records()
         df = select(df, role=role, status=status, failure=failure)
         if df.empty:
-            console.print(f"{run}: no rollouts match (yet)")
+            console.print(f"{run}: no rollouts match (yet)", markup=False, highlight=False)
             return
-        t = Table(title=f"{run}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
+        # every cell and the title are Text: questions, ids and paths are data, never rich markup
+        t = Table(
+            title=Text(f"{run}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
+        )
         shown = df.tail(limit)
         for col in ("id", "outcome", "reward", "skills"):
             t.add_column(col, no_wrap=True)
@@ -84,15 +86,15 @@ def trace_command(
             )
             question = str(r.question or "") or f"(target: {r.target})"
             reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
-            t.add_row(str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else []))
+            cells = [str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else [])]
+            t.add_row(*(Text(c) for c in cells))
         console.print(t)
-        console.print(f"show one: sesa trace {run} --rollout ID")
+        console.print(f"show one: sesa trace {run} --rollout ID", markup=False, highlight=False)
         return
     try:
         tr = obj.trace(rollout)
-    except KeyError as exc:
-        err_console.print(f"[red]error:[/] {exc.args[0]}", highlight=False)
-        raise typer.Exit(2) from None
+    except KeyError as exc:  # an unknown id: the message lists the near ones
+        raise UserError(str(exc.args[0])) from None
     if plain:
         print(tr.to_text())
     else:
@@ -101,7 +103,7 @@ def trace_command(
         html.write_text(
             f'<!doctype html><meta charset="utf-8"><title>{rollout}</title>{tr.to_html()}', encoding="utf-8"
         )
-        console.print(f"wrote {html}")
+        console.print(f"wrote {html}", markup=False, highlight=False)
 
 
 def report_command(
@@ -111,19 +113,16 @@ def report_command(
 ) -> None:
     """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
     A run still in progress shows its committed steps."""
-    from sesa_runs.load import RunNotFoundError
     from sesa_runs.report import write_report
 
-    try:
-        out = write_report(run)
-    except RunNotFoundError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+    out = write_report(run)
     pngs = sorted(p.name for p in (out.parent / "plots").glob("*.png"))
-    console.print(f"wrote {out} and plots/ ({', '.join(pngs) or 'nothing to plot yet'})")
+    console.print(
+        f"wrote {out} and plots/ ({', '.join(pngs) or 'nothing to plot yet'})", markup=False, highlight=False
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Mount ``trace`` and ``report`` on a typer app (the ``sesa`` CLI)."""
-    app.command("trace")(trace_command)
-    app.command("report")(report_command)
+    app.command("trace")(reporting(trace_command))
+    app.command("report")(reporting(report_command))

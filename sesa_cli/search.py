@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from tools.assets import MissingAssetError
-from tools.backends import SearchUnavailableError, make_backend
+from tools.backends import make_backend
 from tools.config import SearchConfig
+from tools.errors import ServiceError, UserError
 
 
 class _QueryByDefault(TyperGroup):
@@ -35,7 +35,6 @@ search_app = typer.Typer(
     help='Search the corpus (`sesa search "query"`) or serve a backend (`sesa search serve`).',
 )
 console = Console()
-err_console = Console(stderr=True)
 
 _D = SearchConfig.model_fields  # help texts come from the config's field descriptions
 Backend = Annotated[str, typer.Option("--backend", "-b", help=_D["backend"].description)]
@@ -48,16 +47,31 @@ Retries = Annotated[int, typer.Option(help=_D["retries"].description)]
 
 
 def _config(**kwargs) -> SearchConfig:
+    from pydantic import ValidationError
+
     try:
         return SearchConfig(**kwargs)
-    except ValueError as e:
-        err_console.print(f"[red]invalid search settings:[/] {escape(str(e))}")
-        raise typer.Exit(2) from e
+    except ValidationError as e:  # each error names its setting, which is the flag of the same name
+        raise UserError(
+            "invalid search settings: "
+            + "; ".join(f"--{'.'.join(map(str, x['loc'])).replace('_', '-')}: {x['msg']}" for x in e.errors())
+        ) from None
 
 
-def _fail(e: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/] {escape(str(e))}")
-    return typer.Exit(1)
+def _backend(cfg: SearchConfig):
+    """The backend, or a UserError naming the setting a bad corpus or model came from."""
+    try:
+        return make_backend(cfg)
+    except (UserError, ServiceError):
+        raise
+    except (
+        OSError,
+        ValueError,
+    ) as e:  # e.g. a --dense-model that is no model, a corpus file that is no JSONL
+        raise UserError(
+            f"search backend {cfg.backend} (--corpus {cfg.corpus}, --dense-model {cfg.dense_model}): "
+            f"{' '.join(str(e).split())}"
+        ) from None
 
 
 @search_app.command()
@@ -72,10 +86,7 @@ def query(
 ) -> None:
     """Print the top-k documents for one query."""
     cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model, retries=retries)
-    try:
-        docs = make_backend(cfg).search([text], k=cfg.k)[0]
-    except (SearchUnavailableError, MissingAssetError, FileNotFoundError, ValueError) as e:
-        raise _fail(e) from e
+    docs = _backend(cfg).search([text], k=cfg.k)[0]
     if not docs:
         console.print("[yellow]no results[/]")
     for i, d in enumerate(docs, start=1):
@@ -100,9 +111,13 @@ def serve(
     cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
     try:
         sock = bind_socket(host, port)  # fail on a taken port before spending time on the index
-        console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}", soft_wrap=True)
-        search = make_backend(cfg)
-        console.print(f"serving {search.name} on http://{host}:{port}  (POST /retrieve, GET /status)")
-        serve_backend(search, default_k=cfg.k, sock=sock)
-    except (OSError, SearchUnavailableError, ValueError) as e:
-        raise _fail(e) from e
+    except OSError as e:  # (a taken port is a PortInUseError, a UserError, reported as it is)
+        if isinstance(e, UserError):
+            raise
+        raise UserError(f"--host {host} --port {port}: {e.strerror or e}") from None
+    console.print(f"[bold]search config[/] {escape(cfg.model_dump_json())}", soft_wrap=True)
+    search = _backend(cfg)
+    console.print(
+        f"serving {search.name} on http://{host}:{port}  (POST /retrieve, GET /status)", markup=False
+    )
+    serve_backend(search, default_k=cfg.k, sock=sock)

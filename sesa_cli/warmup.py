@@ -53,8 +53,13 @@ def warmup_command(
 ) -> None:
     """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
     from rich.console import Console
+    from rich.text import Text
 
     console = Console()
+
+    def echo(message: object) -> None:  # paths and model ids are printed as they are, never as markup
+        console.print(message, markup=False, highlight=False)
+
     path = run_warmup(
         model,
         examples,
@@ -65,10 +70,10 @@ def warmup_command(
         learning_rate=learning_rate,
         threads=threads or None,
         distiller_examples=distiller,
-        echo=console.print,
+        echo=echo,
     )
     summary = read_summary(path) if (path / SUMMARY).exists() else {}
-    console.print(f"[bold]{path}[/bold]")
+    console.print(Text(str(path), style="bold"))
     for key in (
         "base_model",
         "examples",
@@ -80,8 +85,8 @@ def warmup_command(
         "seconds",
     ):
         if key in summary:
-            console.print(f"  {key}: {summary[key]}")
+            echo(f"  {key}: {summary[key]}")
     if model == EMBEDDED:
-        console.print("use it with policy model 'embedded-warm'")
+        echo("use it with policy model 'embedded-warm'")
     else:
-        console.print(f"use it with policy model '{path}'")
+        echo(f"use it with policy model '{path}'")

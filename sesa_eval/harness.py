@@ -40,6 +40,8 @@ from typing import Any
 from sesa_eval.datasets import hygiene_report, load_datasets
 from sesa_eval.records import (
     RECORDS,
+    REPORT_JSON,
+    REPORT_MD,
     SETTINGS,
     EvalError,  # noqa: F401 - part of this module's API (the CLI and tests import it from here)
     RecordStore,
@@ -96,6 +98,19 @@ def open_memories(
     return memories, info, sbank.skills()
 
 
+def _drop_if_no_records(out_dir: Path) -> None:
+    """After a failed first eval of this name: remove what it wrote if no record was kept, so no empty
+    ``evals/<name>/`` is left behind. A server log that explains the failure stays."""
+    records = out_dir / RECORDS
+    if records.exists() and records.stat().st_size > 0:
+        return
+    for name in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON):
+        (out_dir / name).unlink(missing_ok=True)
+    for d in (out_dir / "logs", out_dir):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+
+
 # ---- the whole eval --------------------------------------------------------------------------------------
 
 
@@ -139,102 +154,110 @@ async def evaluate(
     )
     out_dir = settings.out_dir
     identity = settings.identity()
+    fresh = not out_dir.exists() or not any(out_dir.iterdir())
     check_settings_file(out_dir, identity, overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
-    store = RecordStore(out_dir / RECORDS)
-    plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
-    tasks, cached, keys = plan.tasks, plan.cached, plan.keys
-    if plan.stale:
-        log.info(
-            "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
-            "running them again",
-            out_dir,
-            ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
-            bank_ref(bank_info),
-        )
-    if on_start is not None:
-        on_start(
-            {
-                "datasets": {k: len(v) for k, v in data.items()},
-                "tasks": len(tasks),
-                "cached": cached,
-                "stale": plan.stale,
-                "hygiene": hygiene,
-                "bank": bank_info,
-            }
-        )
-    need_policy = any(t.rejudge is None for t in tasks) or (bool(tasks) and settings.judge.kind == "policy")
-    if search is None and any(t.rejudge is None for t in tasks):
-        from tools.backends import make_backend
-
-        search = make_backend(settings.search)
-    owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
-    if owned_policy:
-        policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
-    judge_models: dict[str, Any] = {}  # a fixed judge model started here is stopped here
-    if judge is None:
-        if settings.judge.kind == "model":
-            judge_models = make_fixed_models(
-                settings.models, [settings.judge.endpoint], log_dir=out_dir / "logs"
-            )
-        judge = make_judge(settings.judge, policy, models=judge_models)
-    write_json_atomic(
-        out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")}
-    )
-    setup_s = time.perf_counter() - t_setup
-    run = RunResult(planned=len(tasks), cached=cached, keys=keys)
-    if progress is not None:
-        progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
-    t_run = time.perf_counter()
     try:
-        await run_tasks(
-            tasks,
-            policy=policy,
-            search=search,
-            judge=judge,
-            solver=settings.solver,
-            store=store,
-            concurrency=settings.concurrency,
-            max_errors=settings.max_errors,
-            bank=bank_info,
-            on_record=progress.update if progress is not None else None,
-            result=run,
+        store = RecordStore(out_dir / RECORDS)
+        plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
+        tasks, cached, keys = plan.tasks, plan.cached, plan.keys
+        if plan.stale:
+            log.info(
+                "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
+                "running them again",
+                out_dir,
+                ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
+                bank_ref(bank_info),
+            )
+        if on_start is not None:
+            on_start(
+                {
+                    "datasets": {k: len(v) for k, v in data.items()},
+                    "tasks": len(tasks),
+                    "cached": cached,
+                    "stale": plan.stale,
+                    "hygiene": hygiene,
+                    "bank": bank_info,
+                }
+            )
+        need_policy = any(t.rejudge is None for t in tasks) or (
+            bool(tasks) and settings.judge.kind == "policy"
         )
-    except asyncio.CancelledError:  # Ctrl-C: the records are on disk; leave a report that says so
-        run.aborted = "interrupted"
-        raise
-    finally:
-        run.run_s = run.run_s or time.perf_counter() - t_run
-        if progress is not None:
-            progress.stop()
-        records = [store.latest[k] for k in keys if k in store.latest]
-        per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
-        rate = 60 * run.computed / run.run_s if run.run_s else None
-        timing = {
-            "setup_s": round(setup_s, 1),
-            "run_s": round(run.run_s, 1),
-            "computed": run.computed,
-            "rejudged": run.rejudged,
-            "cached": sum(cached.values()),
-            "stale_rerun": sum(plan.stale.values()),
-            "rollouts_per_minute": round(rate, 2) if rate is not None else None,
-            "questions_per_minute": round(rate / per_q, 2) if rate is not None else None,
-        }
-        report = build_report(
-            records,
-            settings=settings,
-            datasets=list(data),
-            hygiene=hygiene,
-            bank=bank_info,
-            timing=timing,
-            aborted=run.aborted,
-            planned=len(keys),
-        )
-        write_report(out_dir, report)
-        if "on" in memories:  # 'on' and 'placebo' share one read-only bank
-            memories["on"].bank.close()
+        if search is None and any(t.rejudge is None for t in tasks):
+            from tools.backends import make_backend
+
+            search = make_backend(settings.search)
+        owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
         if owned_policy:
-            getattr(policy, "close", lambda: None)()
-        for client in judge_models.values():
-            getattr(client, "close", lambda: None)()
-    return EvalOutcome(settings, run, report, out_dir, setup_s)
+            policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
+        judge_models: dict[str, Any] = {}  # a fixed judge model started here is stopped here
+        if judge is None:
+            if settings.judge.kind == "model":
+                judge_models = make_fixed_models(
+                    settings.models, [settings.judge.endpoint], log_dir=out_dir / "logs"
+                )
+            judge = make_judge(settings.judge, policy, models=judge_models)
+        write_json_atomic(
+            out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")}
+        )
+        setup_s = time.perf_counter() - t_setup
+        run = RunResult(planned=len(tasks), cached=cached, keys=keys)
+        if progress is not None:
+            progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
+        t_run = time.perf_counter()
+        try:
+            await run_tasks(
+                tasks,
+                policy=policy,
+                search=search,
+                judge=judge,
+                solver=settings.solver,
+                store=store,
+                concurrency=settings.concurrency,
+                max_errors=settings.max_errors,
+                bank=bank_info,
+                on_record=progress.update if progress is not None else None,
+                result=run,
+            )
+        except asyncio.CancelledError:  # Ctrl-C: the records are on disk; leave a report that says so
+            run.aborted = "interrupted"
+            raise
+        finally:
+            run.run_s = run.run_s or time.perf_counter() - t_run
+            if progress is not None:
+                progress.stop()
+            records = [store.latest[k] for k in keys if k in store.latest]
+            per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
+            rate = 60 * run.computed / run.run_s if run.run_s else None
+            timing = {
+                "setup_s": round(setup_s, 1),
+                "run_s": round(run.run_s, 1),
+                "computed": run.computed,
+                "rejudged": run.rejudged,
+                "cached": sum(cached.values()),
+                "stale_rerun": sum(plan.stale.values()),
+                "rollouts_per_minute": round(rate, 2) if rate is not None else None,
+                "questions_per_minute": round(rate / per_q, 2) if rate is not None else None,
+            }
+            report = build_report(
+                records,
+                settings=settings,
+                datasets=list(data),
+                hygiene=hygiene,
+                bank=bank_info,
+                timing=timing,
+                aborted=run.aborted,
+                planned=len(keys),
+            )
+            write_report(out_dir, report)
+            if "on" in memories:  # 'on' and 'placebo' share one read-only bank
+                memories["on"].bank.close()
+            if owned_policy:
+                getattr(policy, "close", lambda: None)()
+            for client in judge_models.values():
+                getattr(client, "close", lambda: None)()
+        return EvalOutcome(settings, run, report, out_dir, setup_s)
+    except BaseException:
+        if fresh:
+            _drop_if_no_records(out_dir)
+        raise

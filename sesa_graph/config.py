@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from sesa_graph.config_yaml import ConfigError, apply_overrides, read_config_file, validation_message
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
 from tools.config import SearchConfig
-from tools.errors import UserError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
 
@@ -343,6 +342,17 @@ class RunConfig(Strict):
         default_factory=dict, description="Free-form notes stored with the run (never read by the code)."
     )
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        # the name becomes runs/<name>/: a separator, '..' or an absolute path would write elsewhere
+        if not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+            raise ValueError(
+                f"run name {name!r} must be a plain directory name: not empty, no '/', '\\' or NUL, not '.' "
+                "or '..', no leading or trailing spaces (e.g. tiny-cpu-2)"
+            )
+        return name
+
     @model_validator(mode="after")
     def _groups(self) -> RunConfig:
         if self.solver.group_size < 2:
@@ -371,38 +381,28 @@ class RunConfig(Strict):
         return self
 
 
-class ConfigError(UserError, ValueError):
-    """A config file that cannot be used; the message names the file and the offending key."""
+def _load(path: Path, overrides: dict[str, Any], flags: dict[str, str]) -> tuple[RunConfig, dict[str, Any]]:
+    """The validated config and what the file alone holds."""
+    import copy
 
-
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Load a YAML run config (default ``configs/tiny-cpu.yaml``) with dotted-key overrides."""
-    path = Path(path) if path else DEFAULT_CONFIG
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
-    for dotted, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    in_file, lines = read_config_file(path)
+    data = copy.deepcopy(in_file)
+    apply_overrides(data, overrides, flags)
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(data), in_file
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            msg = (
-                "unknown key (not a field of this section)"
-                if err["type"] == "extra_forbidden"
-                else err["msg"]
-            )
-            flag = next((k for k in overrides or {} if key == k or key.startswith(k + ".")), None)
-            lines.append(f"  {key}: {msg}" + (" (set on the command line)" if flag else ""))
-        raise ConfigError(f"{path}: invalid config\n" + "\n".join(lines)) from None
+        raise ConfigError(validation_message(exc, path, lines, overrides, flags)) from None
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> RunConfig:
+    """Load a YAML run config (default ``configs/tiny-cpu.yaml``) with dotted-key overrides. A problem is a
+    :class:`ConfigError` naming the file and line, or the flag (``flags``: the flag of an override key;
+    default ``--set KEY=VALUE``) the bad value came from."""
+    return _load(Path(path) if path else DEFAULT_CONFIG, overrides or {}, flags or {})[0]
 
 
 Setting = tuple[str, Any, str]  # dotted key, resolved value, where it came from
@@ -420,8 +420,8 @@ def resolve_config(
 
     path = Path(path) if path else DEFAULT_CONFIG
     overrides, flags = overrides or {}, flags or {}
-    cfg = load_config(path, overrides)
-    in_file = flatten(yaml.safe_load(path.read_text()) or {})
+    cfg, data = _load(path, overrides, flags)
+    in_file = flatten(data)
 
     def source(key: str) -> str:
         for k in overrides:

@@ -61,6 +61,11 @@ def gold_spans(text: str, golds: list[str]) -> list[tuple[str, bool]]:
     return out or [("", False)]
 
 
+# control characters other than newline and tab, shown as escapes: an ESC sequence in a document or a model
+# turn would otherwise recolour, move or clear the reader's terminal
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
+
+
 def _counters(s: dict[str, Any]) -> str:
     c = f"helpful {s.get('helpful', 0)} / hurt {s.get('hurt', 0)} of {s.get('retrieved', 0)} retrievals"
     return c + (" (no longer in the bank)" if s.get("evicted") else " (counters now)")
@@ -235,7 +240,7 @@ class Trace:
     def _segments(self) -> list[tuple[str, str]]:
         """(text, rich style) pieces; joined they are the plain-text rendering."""
         out: list[tuple[str, str]] = []
-        add = lambda text, style="": out.append((text, style))
+        add = lambda text, style="": out.append((str(text).translate(_CONTROL), style))
         add(f"══ {self.id} ══", "bold")
         add(f"  ({self.source})\n" if self.source else "\n", "dim")
         add(self._headline() + "\n", "cyan")

@@ -1,0 +1,178 @@
+"""Reading a run config's YAML and its command-line overrides, and turning every problem with them into one
+:class:`ConfigError` line that names where the bad value came from: the file and line, or the flag.
+
+Kept apart from :mod:`sesa_graph.config` (the schema) so each stays small; ``sesa_graph.config`` re-exports
+:class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tools.errors import UserError
+
+
+class ConfigError(UserError, ValueError):
+    """A config file or override that cannot be used; the message names the file (and line) or the flag,
+    and the offending key."""
+
+
+def _at(where: str, line: int, column: int | None = None) -> str:
+    """``file:line[:column]``; a flag's value is one line, so only its column."""
+    if where.startswith("--"):
+        return f"{where} (column {column})" if column else where
+    return f"{where}:{line}" + (f":{column}" if column else "")
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys: plain YAML keeps the last one, so a config that sets a key
+    twice would silently run with whichever came second."""
+
+    where = "<config>"
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            line = key_node.start_mark.line + 1
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                raise ConfigError(
+                    f"{_at(self.where, line)}: duplicate key {key_node.value!r} (first set on line {seen[key]}); "
+                    "keep one of them"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
+    """Dotted key -> the line (1-based) that sets it, for the mappings of a composed document."""
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = prefix + key_node.value
+                out[key] = key_node.start_mark.line + 1
+                out.update(_lines(value_node, key + "."))
+    return out
+
+
+def parse_yaml(text: str, where: str) -> tuple[Any, dict[str, int]]:
+    """The value of one YAML document and the line of each dotted mapping key. Any syntax problem or a
+    duplicate key is a :class:`ConfigError` naming ``where`` and the line."""
+    loader = _ConfigLoader(text)
+    loader.where = where
+    try:
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), _lines(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = _at(where, mark.line + 1, mark.column + 1) if mark else where
+        what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise ConfigError(f"{at}: not valid YAML: {what}") from None
+    except yaml.YAMLError as exc:  # (a reader error: a control character the YAML spec forbids)
+        raise ConfigError(f"{where}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The mapping a config file holds (empty for an empty file) and the line of each key."""
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    data, lines = parse_yaml(text, str(path))
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections (solver:, train:, ...), got a "
+            f"{type(data).__name__}"
+        )
+    return data, lines
+
+
+def show(value: Any) -> str:
+    """An override value as the user would have typed it."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def flag_of(key: str, overrides: dict[str, Any], flags: dict[str, str]) -> str:
+    """The flag that set override ``key``: ``flags[key]`` (e.g. ``--steps 3``), else ``--set KEY=VALUE``."""
+    if key in flags:
+        flag, value = flags[key], overrides[key]
+        plain = isinstance(value, (str, int, float)) and not isinstance(value, bool)  # not a switch's value
+        return f"{flag} {show(value)}" if plain and " " not in flag and "=" not in flag else flag
+    return f"--set {key}={show(overrides[key])}"
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str]) -> None:
+    """Set each dotted override key in ``data`` (in place), creating sections as needed."""
+    import copy
+
+    for dotted, value in overrides.items():
+        parts = str(dotted).split(".")
+        if not all(p.strip() for p in parts):
+            raise ConfigError(
+                f"{flag_of(dotted, overrides, flags)}: {dotted!r} is not a dotted key (e.g. solver.max_turns)"
+            )
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                section = ".".join(parts[: i + 1])
+                raise ConfigError(
+                    f"{flag_of(dotted, overrides, flags)}: {section} is a value ({show(child)}), not a section, "
+                    f"so it has no key {parts[i + 1]!r}; set {section} itself or a key of a section"
+                )
+            node = child
+        node[parts[-1]] = copy.deepcopy(value)
+
+
+def validation_message(
+    exc: ValidationError,
+    path: Path,
+    lines: dict[str, int],
+    overrides: dict[str, Any],
+    flags: dict[str, str],
+) -> str:
+    """One line for every error of a failed validation, each blamed on the flag or the file line it came
+    from."""
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not a field of this section; `sesa config show` lists them)"
+        exact = [k for k in overrides if key == k or key.startswith(k + ".")]
+        inside = [k for k in overrides if not key or k.startswith(key + ".")]
+        if exact:
+            where = flag_of(exact[-1], overrides, flags)
+            parts.append(f"{where}: {key}: {msg} (set on the command line)")
+        elif inside:  # a check across keys (a model validator) that a flag may have tripped
+            named = ", ".join(flag_of(k, overrides, flags) for k in inside)
+            parts.append(f"{path} with {named}: {key + ': ' if key else ''}{msg}")
+        else:
+            line = lines.get(key) or next(
+                (lines[k] for k in sorted(lines, key=len, reverse=True) if key.startswith(k + ".")), None
+            )
+            parts.append(f"{path}{f':{line}' if line else ''}: {key + ': ' if key else ''}{msg}")
+    return "; ".join(" ".join(p.split()) for p in parts)
