@@ -50,3 +50,29 @@ def test_notebook_runs(path, dirs, monkeypatch):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_empty_dirs(path, dirs, monkeypatch):
     _execute(path, dirs["empty_run"], dirs["empty_eval"], monkeypatch)
+
+
+@pytest.mark.timeout(180)
+def test_parameters_cell_names_the_run_over_the_environment(dirs, tmp_path, monkeypatch):
+    """papermill's convention: `-p RUN_DIR ... -p EVAL_DIR ...` wins over $SESA_RUN_DIR and the newest run."""
+    import nbformat
+    import papermill
+
+    for nb in NOTEBOOKS:
+        tags = [c.get("metadata", {}).get("tags", []) for c in nbformat.read(nb, 4).cells]
+        assert sum("parameters" in t for t in tags) == 1, nb.name
+    monkeypatch.setenv("SESA_RUN_DIR", str(dirs["empty_run"]))
+    monkeypatch.setenv("SESA_EVAL_DIR", str(dirs["empty_eval"]))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    out = tmp_path / "out.ipynb"
+    path = next(p for p in NOTEBOOKS if p.stem == "trace_failures")
+    papermill.execute_notebook(
+        str(path),
+        str(out),
+        parameters={"RUN_DIR": str(dirs["run"]), "EVAL_DIR": str(dirs["eval"])},
+        kernel_name="python3",
+        cwd=str(path.parent),
+        progress_bar=False,
+    )
+    text = out.read_text()
+    assert str(dirs["run"]) in text and str(dirs["empty_run"]) not in text
