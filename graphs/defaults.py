@@ -1,25 +1,166 @@
-"""Default run-time contexts for graphs invoked without one (``langgraph dev``, LangGraph Studio).
+"""Run-time contexts for graphs run without one built by the caller: a LangGraph server (``langgraph dev``,
+Studio, a deployment), which passes a :class:`~graphs.studio_config.StudioConfig` (or nothing).
 
-Built lazily from the default run config (``configs/tiny-cpu.yaml``) once per process, so the served
-graphs run on the embedded policy and BM25 just as ``sesa rollout`` does.
+The live parts (run config, policy, search backend, bank) are built once per distinct configuration and
+shared by every later run that asks for the same. They are built on one worker thread, never on the
+server's event loop: loading a model or an index reads files and may start a vLLM server for a minute,
+which would stall every other run (and trips ``langgraph dev``'s blocking-call guard).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from graphs import contexts
+from graphs.studio_config import StudioConfig, coerce
+
+# one thread: two models loading at once on a small machine only slows both and doubles the peak memory
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sesa-graph-build")
+_built: dict[tuple, Future] = {}
+_lock = threading.Lock()
 
 
-@lru_cache(maxsize=1)
-def _parts() -> tuple[Any, Any, Any]:
+def _future(key: tuple, build: Callable[[], Any]) -> Future:
+    with _lock:
+        fut = _built.get(key)
+        if fut is None:
+            fut = _built[key] = _pool.submit(build)
+    return fut
+
+
+def _cached(key: tuple, build: Callable[[], Any]) -> Any:
+    """``build()`` once per ``key`` (blocking; for callers that are not on an event loop)."""
+    return _settle(key, _future(key, build)).result()
+
+
+async def _acached(key: tuple, build: Callable[[], Any]) -> Any:
+    fut = _future(key, build)
+    try:
+        # shielded: a cancelled run must not cancel a build other runs wait for
+        return await asyncio.shield(asyncio.wrap_future(fut))
+    except Exception:
+        _settle(key, fut)
+        raise
+
+
+def _settle(key: tuple, fut: Future) -> Future:
+    """A failed build is forgotten, so the next run with that configuration tries again."""
+    if fut.done() and fut.exception() is not None:
+        with _lock:
+            if _built.get(key) is fut:
+                del _built[key]
+    return fut
+
+
+def _run_config(studio: StudioConfig) -> Any:
     from sesa_graph.config import load_config
+
+    return load_config(studio.run_config, studio.overrides())
+
+
+def _policy(pcfg: Any) -> Any:
     from sesa_graph.policy.factory import make_policy
+
+    return make_policy(pcfg)
+
+
+def _search(scfg: Any) -> Any:
     from tools.backends import make_backend
 
-    cfg = load_config()
-    return cfg, make_policy(cfg.solver_policy), make_backend(cfg.search)
+    return make_backend(scfg)
+
+
+def _memory(bank: str, mode: str, top_k: int) -> Any:
+    """A read-only view of a bank: skills are retrieved (or drawn, for 'placebo'), never credited."""
+    from sesa_graph.memory.bank import SkillBank
+    from sesa_graph.memory.config import MemoryConfig
+    from sesa_graph.memory.memory import SkillMemory
+    from sesa_graph.memory.snapshot import bank_dir, read_state
+
+    path = bank_dir(Path(bank))
+    state = read_state(path)
+    cfg = MemoryConfig(
+        mode="static" if mode == "on" else mode,
+        embedder=state["embedder"],
+        top_k=top_k,
+        chroma_host=state.get("chroma_host"),
+    )
+    return SkillMemory(cfg, SkillBank.open(path, cfg, None, read_only=True), None)
+
+
+async def parts(raw: Any) -> tuple[Any, Any, Any, Any]:
+    """(run config, policy, search backend, skill memory or None) for a served run's context."""
+    studio = coerce(raw)
+    cfg = await _acached(
+        ("config", studio.run_config, tuple(sorted(studio.overrides().items()))), lambda: _run_config(studio)
+    )
+    pcfg, scfg = studio.policy_config(cfg), studio.search_config(cfg)
+    policy = await _acached(("policy", pcfg.model_dump_json()), lambda: _policy(pcfg))
+    search = await _acached(("search", scfg.model_dump_json()), lambda: _search(scfg))
+    memory = None
+    if studio.bank and studio.bank_mode != "off":
+        top_k = cfg.memory.top_k
+        memory = await _acached(
+            ("bank", str(Path(studio.bank).resolve()), studio.bank_mode, top_k),
+            lambda: _memory(studio.bank, studio.bank_mode, top_k),
+        )
+    return cfg, policy, search, memory
+
+
+async def served_solver_context(raw: Any) -> Any:
+    studio = coerce(raw)
+    cfg, policy, search, _ = await parts(studio)
+    return contexts.solver_context(cfg.solver, policy, search, greedy=studio.greedy, seed=studio.seed)
+
+
+async def served_propose_context(raw: Any) -> Any:
+    studio = coerce(raw)
+    cfg, policy, search, _ = await parts(studio)
+    return contexts.propose_context(cfg, policy, search, judge=policy, seed=studio.seed)
+
+
+async def served_skills(raw: Any, question: str) -> str | None:
+    """The rendered skills the configured bank gives ``question`` (None without a bank)."""
+    memory = (await parts(raw))[3]
+    if memory is None:
+        return None
+    (hits,) = await asyncio.to_thread(memory.retrieve, [question])
+    return memory.render(hits) or None
+
+
+async def served_selfplay_context(raw: Any) -> Any:
+    from graphs.selfplay import SelfPlayContext
+    from sesa_graph.policy.factory import make_judge
+
+    studio = coerce(raw)
+    cfg, policy, _, memory = await parts(studio)
+    sampled = studio.model_copy(update={"greedy": False})  # a group of greedy rollouts would be G copies
+    key = ("judge", cfg.judge.model_dump_json(), studio.policy_config(cfg).model_dump_json())
+    judge = await _acached(key, lambda: make_judge(cfg.judge, policy))
+    return SelfPlayContext(
+        proposer=await served_propose_context(studio),
+        solver=await served_solver_context(sampled),
+        judge=judge,
+        group_size=cfg.solver.group_size,
+        rewards=cfg.rewards,
+        memory=memory,
+    )
+
+
+# ---- the same, blocking, for callers outside an event loop (notebooks, tests) ------------------------------
+
+
+def _parts() -> tuple[Any, Any, Any]:
+    studio = StudioConfig()
+    cfg = _cached(("config", None, ()), lambda: _run_config(studio))
+    pcfg, scfg = studio.policy_config(cfg), studio.search_config(cfg)
+    policy = _cached(("policy", pcfg.model_dump_json()), lambda: _policy(pcfg))
+    return cfg, policy, _cached(("search", scfg.model_dump_json()), lambda: _search(scfg))
 
 
 def solver_context() -> Any:
@@ -30,17 +171,3 @@ def solver_context() -> Any:
 def propose_context() -> Any:
     cfg, policy, search = _parts()
     return contexts.propose_context(cfg, policy, search, judge=policy)
-
-
-def selfplay_context() -> Any:
-    from graphs.selfplay import SelfPlayContext
-    from sesa_graph.rollout.judge import Judge
-
-    cfg = _parts()[0]
-    return SelfPlayContext(
-        proposer=propose_context(),
-        solver=solver_context(),
-        judge=Judge(None),
-        group_size=cfg.solver.group_size,
-        rewards=cfg.rewards,
-    )

@@ -16,6 +16,7 @@ from langgraph.types import Command
 
 from graphs import defaults
 from graphs.contexts import ProposeContext, recursion_limit
+from graphs.studio_config import StudioConfig
 from sesa_graph import prompts
 from sesa_graph.config import ProposerConfig
 from sesa_graph.rollout import proposal_checks
@@ -39,27 +40,27 @@ async def start(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[s
         raise ValueError("the propose graph needs a non-empty 'target'")
     if not isinstance(hops, int) or not 1 <= hops <= MAX_HOPS:
         raise ValueError(f"hops must be an integer in 1..{MAX_HOPS}, got {hops!r}")
-    ids = _ctx(runtime).policy.encode_messages(proposer_messages(target, hops))
+    ids = (await _ctx(runtime)).policy.encode_messages(proposer_messages(target, hops))
     return {**initial_state(ids), "target": target, "hops": hops}
 
 
 async def agent(
     state: ProposeState, runtime: Runtime[ProposeContext]
 ) -> Command[Literal["search", "agent", "validate"]]:
-    update, route = await generate_turn(state, _ctx(runtime))
+    update, route = await generate_turn(state, await _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
 async def search(
     state: ProposeState, runtime: Runtime[ProposeContext]
 ) -> Command[Literal["agent", "validate"]]:
-    update, route = await run_search(state, _ctx(runtime))
+    update, route = await run_search(state, await _ctx(runtime))
     return Command(update=update, goto="validate" if route == "end" else route)
 
 
 async def validate(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[str, Any]:
     """The ``validate`` node: :func:`sesa_graph.rollout.proposal_checks.validate` on the final question."""
-    ctx = _ctx(runtime)
+    ctx = await _ctx(runtime)
     result = await proposal_checks.validate(
         dict(state),
         ctx.checks or ProposerConfig(),
@@ -72,12 +73,16 @@ async def validate(state: ProposeState, runtime: Runtime[ProposeContext]) -> dic
     return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
 
 
-def _ctx(runtime: Runtime[ProposeContext]) -> ProposeContext:
-    return runtime.context or defaults.propose_context()
+async def _ctx(runtime: Runtime[ProposeContext]) -> ProposeContext:
+    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
+    if isinstance(runtime.context, ProposeContext):
+        return runtime.context
+    return await defaults.served_propose_context(runtime.context)
 
 
 def build_propose_graph():
-    g = StateGraph(ProposeState, context_schema=ProposeContext, input_schema=ProposeInput)
+    # served runs send a StudioConfig; programmatic callers a ProposeContext, passed through as it is
+    g = StateGraph(ProposeState, context_schema=StudioConfig, input_schema=ProposeInput)
     g.add_node("start", start)
     g.add_node("agent", agent)
     g.add_node("search", search)

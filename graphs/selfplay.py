@@ -23,11 +23,13 @@ from typing import Any, Literal, Protocol
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from typing_extensions import TypedDict
 
 from graphs import defaults
 from graphs.contexts import ProposeContext, recursion_limit
 from graphs.propose import graph as propose_graph
 from graphs.solve import graph as solve_graph
+from graphs.studio_config import StudioConfig
 from sesa_graph import rewards
 from sesa_graph.config import RewardConfig
 from sesa_graph.memory.config import MemoryConfig
@@ -47,6 +49,16 @@ class SkillSource(Protocol):
     def render(self, skills: Sequence[Any]) -> str: ...
 
 
+class SelfPlayInput(TypedDict, total=False):
+    """Input of the self-play step graph: one target (the rest of :class:`SelfPlayItem` is its output)."""
+
+    item_id: str
+    target: str
+    hops: int
+    reuse_question: str | None
+    """A question to ask the solver group instead of making a proposal."""
+
+
 @dataclass
 class SelfPlayContext:
     proposer: ProposeContext
@@ -58,7 +70,7 @@ class SelfPlayContext:
 
 
 async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime)
+    ctx = await _ctx(runtime)
     if state.get("reuse_question"):  # a question from an earlier step refills the solver batch: no proposal
         return {"proposal": {"final": state["reuse_question"], "valid": True, "reused": True}}
     out = await propose_graph.ainvoke(
@@ -74,23 +86,23 @@ def after_propose(state: SelfPlayItem) -> Literal["skills", "score"]:
 
 
 async def skills(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    memory = _ctx(runtime).memory
+    memory = (await _ctx(runtime)).memory
     if memory is None:
         return {"skill_ids": [], "skills_block": None}
     (hits,) = memory.retrieve([state["proposal"]["final"]])
     return {"skill_ids": [s.id for s in hits], "skills_block": memory.render(hits) or None}
 
 
-def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send]:
+async def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send]:
     question = state["proposal"]["final"]
     return [
         Send("solve", {"sample": i, "question": question, "skills_block": state.get("skills_block")})
-        for i in range(_ctx(runtime).group_size)
+        for i in range((await _ctx(runtime)).group_size)
     ]
 
 
 async def solve(payload: dict[str, Any], runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime).solver
+    ctx = (await _ctx(runtime)).solver
     out = await solve_graph.ainvoke(
         {"question": payload["question"], "skills_block": payload.get("skills_block")},
         context=ctx,
@@ -100,7 +112,7 @@ async def solve(payload: dict[str, Any], runtime: Runtime[SelfPlayContext]) -> d
 
 
 async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime)
+    ctx = await _ctx(runtime)
     proposal = state["proposal"]
     rcfg = ctx.rewards
     if not proposal.get("valid"):
@@ -131,12 +143,18 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
     }
 
 
-def _ctx(runtime: Runtime[SelfPlayContext]) -> SelfPlayContext:
-    return runtime.context or defaults.selfplay_context()
+async def _ctx(runtime: Runtime[SelfPlayContext]) -> SelfPlayContext:
+    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
+    if isinstance(runtime.context, SelfPlayContext):
+        return runtime.context
+    return await defaults.served_selfplay_context(runtime.context)
 
 
 def build_selfplay_graph():
-    g = StateGraph(SelfPlayItem, context_schema=SelfPlayContext)
+    # served runs send a StudioConfig; run_step passes a SelfPlayContext, which LangGraph hands through
+    g = StateGraph(
+        SelfPlayItem, context_schema=StudioConfig, input_schema=SelfPlayInput, output_schema=SelfPlayItem
+    )
     g.add_node("propose", propose)
     g.add_node("skills", skills)
     g.add_node("solve", solve)

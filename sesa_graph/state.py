@@ -7,7 +7,11 @@ context (:class:`sesa_graph.rollout.loop.RolloutContext`), so a state is always 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
+
+# not typing.TypedDict: pydantic (LangGraph's input/output JSON schemas, hence Studio's forms) rejects it on
+# Python < 3.12
+from typing_extensions import TypedDict
 
 RolloutStatus = Literal["running", "answered", "malformed", "max_turns", "max_tokens", "search_error"]
 """How a rollout ended: ``max_turns`` when its turn limit ran out, ``max_tokens`` when its token budget

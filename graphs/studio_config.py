@@ -1,0 +1,111 @@
+"""The served graphs' configuration: what LangGraph Studio's assistant config (or a run's ``context``) sets.
+
+A LangGraph server (``langgraph dev``, a deployment) hands every run a JSON context, which LangGraph turns
+into the graph's ``context_schema``. The rollout contexts hold live objects (a policy, a search backend, a
+bank) that JSON cannot carry, so the served graphs take this small model instead and
+:mod:`graphs.defaults` builds (and caches) the live context from it. Every field left out means "as the run
+config says"; with nothing given that is the embedded default (``configs/tiny-cpu.yaml``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sesa_graph.config import RunConfig, SearchConfig
+from sesa_graph.model_config import PolicyConfig
+
+
+class StudioConfig(BaseModel):
+    """Run-time configuration of the served graphs (solve, propose, selfplay)."""
+
+    # frozen: a configuration is a cache key for the objects built from it
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_config: str | None = Field(
+        None, description="Run config YAML whose budgets and settings apply (default configs/tiny-cpu.yaml)."
+    )
+    model: str | None = Field(
+        None,
+        description="Policy model: embedded-warm | embedded | HF id | path; with base_url, the served name "
+        "(default: the run config's solver_policy.model).",
+    )
+    engine: Literal["vllm", "local"] | None = Field(
+        None,
+        description="'vllm': start a vLLM server for the model (about 45 s on a CPU, once per model); 'local': "
+        "in-process transformers (default: the run config's solver_policy.backend).",
+    )
+    base_url: str | None = Field(
+        None,
+        description="A running OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1) to use instead of "
+        "engine.",
+    )
+    search_backend: Literal["bm25", "dense", "http"] | None = Field(
+        None, description="Search backend (default: the run config's search.backend)."
+    )
+    corpus: str | None = Field(
+        None,
+        description="bm25/dense corpus: 'embedded' or a wiki-18-style JSONL path (default: the run config's).",
+    )
+    search_url: str | None = Field(None, description="http backend: base URL of the retrieval server.")
+    bank: str | None = Field(
+        None,
+        description="A skill bank directory, or a run directory holding one; skills go to the solver's prompt "
+        "(read-only: nothing is credited or distilled). None: no skills.",
+    )
+    bank_mode: Literal["off", "on", "placebo"] = Field(
+        "on", description="How the bank is used: 'on' (retrieved skills), 'placebo' (random skills), 'off'."
+    )
+    max_turns: int | None = Field(
+        None,
+        ge=1,
+        le=32,
+        description="Turn budget of the solver and the proposer (default: the run config's).",
+    )
+    group_size: int | None = Field(
+        None, ge=1, le=16, description="selfplay: solver rollouts per question (default: the run config's)."
+    )
+    greedy: bool = Field(True, description="solve: greedy decoding (as `sesa rollout`); false samples.")
+    seed: int | None = Field(None, description="Sampling seed.")
+
+    def overrides(self) -> dict[str, Any]:
+        """The run-config overrides this configuration implies (dotted keys, as ``--set`` takes them)."""
+        out: dict[str, Any] = {}
+        if self.max_turns is not None:
+            out["solver.max_turns"] = out["proposer.max_turns"] = self.max_turns
+        if self.group_size is not None:
+            out["solver.group_size"] = self.group_size
+        return out
+
+    def policy_config(self, cfg: RunConfig) -> PolicyConfig:
+        """The one policy the served graphs share (solver and proposer alike: one model in memory)."""
+        base = cfg.solver_policy.model_dump()
+        if self.model is not None:
+            base["model"] = self.model
+        if self.base_url is not None:
+            base.update(backend="openai", base_url=self.base_url)
+        elif self.engine is not None:
+            base.update(backend=self.engine, base_url=None)
+        return PolicyConfig.model_validate(base)
+
+    def search_config(self, cfg: RunConfig) -> SearchConfig:
+        update = {
+            k: v
+            for k, v in (("backend", self.search_backend), ("corpus", self.corpus), ("url", self.search_url))
+            if v is not None
+        }
+        return SearchConfig.model_validate({**cfg.search.model_dump(), **update})
+
+
+def coerce(raw: Any) -> StudioConfig:
+    """A :class:`StudioConfig` from what a server passed: the model, a dict of its fields, or None."""
+    if isinstance(raw, StudioConfig):
+        return raw
+    if raw is None:
+        return StudioConfig()
+    if isinstance(raw, dict):
+        return StudioConfig.model_validate(raw)
+    raise TypeError(
+        f"expected a StudioConfig, a dict of its fields or None as context, got {type(raw).__name__}"
+    )
