@@ -81,7 +81,10 @@ async def call_distiller(
     """One completion per conversation; a per-item error is returned in its slot, not raised.
 
     A PolicyClient gets all requests in one ``generate`` call (the local policy micro-batches them); if
-    that call fails, every slot holds the error.
+    that call fails, every slot holds the error. How long a call may take is the client's to bound: an
+    endpoint's ``timeout_s``/``deadline_s`` in ``models:`` (or the policy's section), after which its error
+    names the URL and the setting to raise; this function adds no bound of its own, so a pass never fails
+    sooner than its endpoint's settings allow.
     """
     if not conversations:
         return []
