@@ -25,6 +25,7 @@ from typing import Any
 from sesa_graph.config import RunConfig, load_config
 from training.store import TrajectoryStore
 from training.sync import PeerDiedError, SyncDir
+from training.tracking import tensorboard_dir
 
 log = logging.getLogger("sesa.trainer")
 
@@ -197,6 +198,10 @@ def main(argv: list[str] | None = None) -> None:
     sync, store = SyncDir(args.run_dir), TrajectoryStore(args.run_dir)
     batch, _ = batch_shape(cfg, role)
     out_dir = args.run_dir / "checkpoints" / role
+    if cfg.train.report_to == "tensorboard":
+        # transformers' callback reads this when the trainer is built; unset it writes ./runs/<date>_<host>,
+        # a directory `sesa` would take for a run
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(args.run_dir, role))
     grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir))
     path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
     tokenizer = AutoTokenizer.from_pretrained(path)
