@@ -323,6 +323,10 @@ def read_target_pool(path: str | Path) -> list[tuple[str, str]]:
                 val = row.get(key)
                 for v in val if isinstance(val, list) else [val]:
                     if isinstance(v, str) and v.strip():
+                        if unpaired_surrogate(v):
+                            raise DatasetError(
+                                f"{path}:{n}: '{key}' holds an unpaired surrogate escape (\\udXXX)"
+                            )
                         out.append((f"{path.name}:{n}", v))
         else:
             out.append((f"{path.name}:{n}", line))
