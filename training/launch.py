@@ -276,8 +276,12 @@ def train(
 
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
+    from training.tracking import check_tracker
 
+    if cfg is not None:
+        check_tracker(cfg.train.report_to)  # before the run directory exists
     cfg, run_dir, start = prepare_run(cfg, runs_dir, resume, overrides, flags)
+    check_tracker(cfg.train.report_to)
     if start >= cfg.train.steps:
         console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
         return run_dir

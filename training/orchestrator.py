@@ -34,6 +34,7 @@ from training.metrics_log import append_record
 from training.reuse import ReusePool
 from training.store import TrajectoryStore
 from training.sync import SyncDir
+from training.tracking import StepTracker
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class Orchestrator:
         self.run_dir = Path(run_dir)
         self.store = TrajectoryStore(run_dir)
         self.sync = SyncDir(run_dir)
+        self.tracker = StepTracker(self.run_dir, cfg.train.report_to, cfg.name)
         self.search = make_backend(cfg.search)
         logs = self.run_dir / "logs"
         # the fixed models' vLLM servers start side by side with the policies' (each takes minutes on a CPU)
@@ -155,6 +157,7 @@ class Orchestrator:
         """Stop the servers this orchestrator started, the policies' and the fixed models' (idempotent)."""
         for client in (self.solver_policy, self.proposer_policy, *self.fixed.values()):
             getattr(client, "close", lambda: None)()
+        self.tracker.close()
 
     # ---- one step -----------------------------------------------------------------------------------
     def run_step(self, step: int, timing: dict[str, Any] | None = None) -> StepSummary:
@@ -215,6 +218,7 @@ class Orchestrator:
             **(timing or {}),
         )
         append_record(self.run_dir, metrics)
+        self.tracker.log_step(metrics)
         self.sync.commit(step, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
 

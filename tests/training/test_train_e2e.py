@@ -34,6 +34,7 @@ TINY = {
         "micro_batch_size": 1,  # both trainers accumulate each step's batch over two passes
         "reuse": "frontier",
         "resample_groups": 1,
+        "report_to": "tensorboard",
     },
 }
 
@@ -77,6 +78,17 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
     assert not (run / "sync" / "weights").exists()  # a finished run keeps only policies/ and checkpoints/
     for step, m in metrics.items():  # each step after the first ran on the weights its trainers published
         assert m["policy_versions"] == {"proposer": step, "solver": step}, m
+    # --report-to tensorboard: both trainers' losses and every committed step's record, across the resumes
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = {}
+    for part in ("solver", "proposer", "selfplay"):
+        acc = EventAccumulator(str(run / "tensorboard" / part))
+        acc.Reload()
+        tags[part] = acc.Tags()["scalars"]
+        if part == "selfplay":
+            assert {e.step for e in acc.Scalars("selfplay/solver_reward_mean")} == set(metrics), tags
+    assert any("loss" in t for t in tags["solver"]) and any("loss" in t for t in tags["proposer"]), tags
 
 
 def test_sigterm_stops_the_trainers_too(tmp_path):
