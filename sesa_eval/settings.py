@@ -142,7 +142,15 @@ class EvalSettings(BaseModel):
             "base_url": p.base_url,
             "dtype": p.dtype,
             "search": self.search.model_dump(
-                mode="json", exclude={"timeout_s", "retries", "backoff_s", "device", "encode_batch_size"}
+                mode="json",
+                exclude={
+                    "timeout_s",
+                    "connect_timeout_s",
+                    "retries",
+                    "backoff_s",
+                    "device",
+                    "encode_batch_size",
+                },
             ),
             "solver": self.solver.model_dump(mode="json", exclude={"group_size"}),
             "judge": self.judge.model_dump(mode="json", exclude=_JUDGE_NOT_IDENTITY),
