@@ -327,6 +327,7 @@ def make_judge(
         retries=cfg.retries,
         deadline_s=cfg.timeout_s,
         setting="judge",
+        deadline_key="timeout_s",
     )
     probe_endpoint(cfg.base_url or "", limits, what="judge endpoint")
     client = OpenAIPolicy(
@@ -334,11 +335,6 @@ def make_judge(
         cfg.model or "",
         tokenizer=tokenizer,
         api_key=api_key(cfg.api_key_env, "judge"),
-        timeout_s=limits.timeout_s,
-        connect_timeout_s=limits.connect_timeout_s,
-        retries=limits.retries,
-        backoff_s=limits.backoff_s,
-        deadline_s=limits.deadline_s,
-        setting=limits.setting,
     )
+    client.limits = limits
     return Judge(for_role(client, cfg.chat_template_kwargs), **judge_kwargs)

@@ -35,6 +35,7 @@ class CallLimits:
     backoff_s: float = 0.5
     deadline_s: float = 120.0
     setting: str = ""
+    deadline_key: str = "deadline_s"  # the field that sets deadline_s (the judge's is its timeout_s)
 
     @classmethod
     def of(cls, cfg: Any, setting: str = "") -> CallLimits:
@@ -56,15 +57,20 @@ class CallLimits:
 
     def hint(self, timed_out: bool) -> str:
         where = f"{self.setting}." if self.setting else ""
-        if timed_out:
-            return (
-                f"if the server is only slow, raise {where}timeout_s (per attempt, now {self.timeout_s:g}s) "
-                f"and {where}deadline_s (per call, now {self.deadline_s:g}s)"
-            )
+        deadline = f"{where}{self.deadline_key}"
+        if not timed_out:
+            return f"is the server up and the URL right? ({where}retries={self.retries}, {deadline}={self.deadline_s:g}s)"
+        if self.deadline_key == "timeout_s":
+            return f"if the server is only slow, raise {deadline} (now {self.deadline_s:g}s)"
         return (
-            f"is the server up and the URL right? ({where}retries={self.retries}, "
-            f"{where}deadline_s={self.deadline_s:g}s)"
+            f"if the server is only slow, raise {where}timeout_s (per attempt, now {self.timeout_s:g}s) "
+            f"and {deadline} (per call, now {self.deadline_s:g}s)"
         )
+
+    @property
+    def what(self) -> str:
+        """The endpoint as an error names it: by its config section when known."""
+        return f"{self.setting} endpoint" if self.setting else "policy endpoint"
 
 
 def _retriable() -> tuple[type[BaseException], ...]:

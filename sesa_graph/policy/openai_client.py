@@ -133,7 +133,7 @@ class OpenAIPolicy:
     async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
         return await call_with_retries(
             lambda timeout: client.completions.create(**kwargs, timeout=timeout),
-            what="policy endpoint",
+            what=self.limits.what,
             url=self.base_url,
             limits=self.limits,
             gone=self._gone,

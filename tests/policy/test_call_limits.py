@@ -207,3 +207,11 @@ def test_a_dead_distiller_endpoint_is_an_error_naming_it(refused_url):
     chat = ChatEndpoint(refused_url, "distil-m", limits=CallLimits(**TINY))
     (out,) = asyncio.run(call_distiller(chat, [[{"role": "user", "content": "x"}]], MemoryConfig()))
     assert isinstance(out, PolicyUnavailableError) and refused_url in str(out)
+
+
+def test_a_judge_endpoint_error_names_the_judge_setting(hanging_url, no_tokenizer, monkeypatch):
+    judge = _openai_judge(hanging_url, monkeypatch)
+    with pytest.raises(PolicyUnavailableError) as err:
+        asyncio.run(judge.model.generate([GenerationRequest(prompt_ids=[1])]))
+    msg = str(err.value)
+    assert msg.startswith(f"judge endpoint {hanging_url}") and "raise judge.timeout_s (now 0.5s)" in msg
