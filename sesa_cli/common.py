@@ -90,16 +90,16 @@ def setup_logging(verbose: bool) -> None:
 
 def parse_overrides(pairs: list[str]) -> dict:
     """``--set KEY=VALUE`` pairs as {dotted key: YAML value}; a malformed one is a ConfigError naming it."""
-    from sesa_graph.config_yaml import ConfigError, parse_yaml
+    from sesa_graph.config_yaml import ConfigError, literal, parse_yaml
 
     out = {}
     for pair in pairs:
         if "=" not in pair:
             raise ConfigError(
-                f"--set {pair}: expected KEY=VALUE with a dotted key, e.g. --set solver.max_turns=4"
+                f"--set {literal(pair)}: expected KEY=VALUE with a dotted key, e.g. --set solver.max_turns=4"
             )
         k, v = pair.split("=", 1)
-        out[k.strip()] = parse_yaml(v, f"--set {pair}")[0]
+        out[k.strip()] = parse_yaml(v, f"--set {literal(pair)}")[0]
     return out
 
 

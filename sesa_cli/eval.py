@@ -182,7 +182,7 @@ def _print_settings(rows: list[tuple[str, str, str]]) -> None:
     t.add_column("value")
     t.add_column("from", style="dim")
     for k, v, s in rows:
-        t.add_row(k, escape(v), s)
+        t.add_row(escape(k), escape(v), escape(s))
     console.print(t)
 
 
@@ -196,10 +196,10 @@ def print_report(report: dict) -> None:
             + (" = EM (--judge none)" if metric == "judge" and report["judge"] == "none" else ""),
             title_justify="left",
         )
-        for i, h in enumerate(rows[0]):
-            t.add_column(h, justify="left" if i == 0 else "right")
+        for i, h in enumerate(rows[0]):  # dataset names come from the data files: escaped, never markup
+            t.add_column(escape(str(h)), justify="left" if i == 0 else "right")
         for r in rows[1:]:
-            t.add_row(*r)
+            t.add_row(*(escape(str(c)) for c in r))
         console.print(t)
     h = report.get("hygiene")
     if h:
@@ -352,7 +352,8 @@ def eval_main(
         n = sum(info["datasets"].values())
         console.print(
             f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
-            f"{sum(info['cached'].values())} cached in {settings.out_dir}"
+            f"{sum(info['cached'].values())} cached in {settings.out_dir}",
+            markup=False,
         )
         if info["stale"]:
             console.print(
@@ -378,7 +379,7 @@ def eval_main(
         raise UserError(f"{exc.filename or ''}: no such file or directory ({exc.strerror})") from None
     except KeyboardInterrupt:
         err_console.print(
-            f"[yellow]interrupted[/]: finished questions are kept in {settings.out_dir}/records.jsonl; "
+            f"[yellow]interrupted[/]: finished questions are kept in {escape(str(settings.out_dir))}/records.jsonl; "
             "rerun the same command to resume"
         )
         raise typer.Exit(130) from None
@@ -390,7 +391,9 @@ def eval_main(
         f"({t['rollouts_per_minute']} rollouts/minute, {t['questions_per_minute']} questions/minute in every "
         f"mode and seed), {t['cached']} cached"
     )
-    console.print(f"report: {outcome.out_dir / 'report.md'}  records: {outcome.out_dir / 'records.jsonl'}")
+    console.print(
+        f"report: {outcome.out_dir / 'report.md'}  records: {outcome.out_dir / 'records.jsonl'}", markup=False
+    )
     if not report["complete"]:
         err_console.print(
             f"[red]INCOMPLETE[/]: {report['done']} of {report['planned']} done"
@@ -415,18 +418,13 @@ def compare(
     ] = False,
 ) -> None:
     """Per-dataset deltas B - A for each bank mode both evals ran, flagging datasets where B is below A."""
-    from sesa_eval.compare import CompareError, compare_reports
-    from sesa_eval.records import EvalError
+    from sesa_eval.compare import compare_reports
     from sesa_eval.report import METRICS
 
     metrics = list(METRICS) if metric == "all" else [metric]
     regressed = False
     for m in metrics:
-        try:
-            comparisons = compare_reports(a, b, metric=m, tolerance=tolerance)
-        except (CompareError, EvalError) as exc:  # EvalError: a records.jsonl line that is not a record
-            err_console.print(f"[red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from None
+        comparisons = compare_reports(a, b, metric=m, tolerance=tolerance)  # errors: UserErrors, reported
         for c in comparisons:
             _print_comparison(c)
             regressed |= any(d != "mean" for d in c.regressions)
@@ -452,7 +450,7 @@ def _print_comparison(c: Any) -> None:
     ):
         t.add_column(col, justify=just)
     for r in c.rows:
-        name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
+        name = "Mean" if r.dataset == "mean" else escape(display_name(r.dataset))
         d = fmt_delta(r.delta)
         if r.regression:
             d = f"[bold red]{d}[/]"
@@ -465,7 +463,7 @@ def _print_comparison(c: Any) -> None:
             f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]",
         )
     console.print(t)
-    regs = [display_name(d) for d in c.regressions if d != "mean"]
+    regs = [escape(display_name(d)) for d in c.regressions if d != "mean"]
     console.print(
         f"[bold red]B is below A on: {', '.join(regs)}[/]"
         if regs

@@ -66,7 +66,13 @@ def _lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
 def parse_yaml(text: str, where: str) -> tuple[Any, dict[str, int]]:
     """The value of one YAML document and the line of each dotted mapping key. Any syntax problem or a
     duplicate key is a :class:`ConfigError` naming ``where`` and the line."""
-    loader = _ConfigLoader(text)
+    try:
+        loader = _ConfigLoader(text)  # (its reader already refuses control characters)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(
+            f"{_at(where, line)}: not valid YAML: character {exc.character:#x} is not allowed"
+        ) from None
     loader.where = where
     try:
         node = loader.get_single_node()
@@ -105,10 +111,16 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
+def literal(text: str) -> str:
+    """``text`` as it is, or quoted with escapes when it holds a line break or a control character (an error
+    message stays one readable line)."""
+    return text if text.isprintable() else repr(text)
+
+
 def show(value: Any) -> str:
     """An override value as the user would have typed it."""
     if isinstance(value, str):
-        return value
+        return literal(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
@@ -121,7 +133,7 @@ def flag_of(key: str, overrides: dict[str, Any], flags: dict[str, str]) -> str:
         flag, value = flags[key], overrides[key]
         plain = isinstance(value, (str, int, float)) and not isinstance(value, bool)  # not a switch's value
         return f"{flag} {show(value)}" if plain and " " not in flag and "=" not in flag else flag
-    return f"--set {key}={show(overrides[key])}"
+    return f"--set {literal(f'{key}={show(overrides[key])}')}"
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str]) -> None:
