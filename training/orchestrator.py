@@ -157,6 +157,8 @@ class Orchestrator:
         """Stop the servers this orchestrator started, the policies' and the fixed models' (idempotent)."""
         for client in (self.solver_policy, self.proposer_policy, *self.fixed.values()):
             getattr(client, "close", lambda: None)()
+        if getattr(self, "memory", None) is not None:
+            self.memory.close()  # releases the bank's writer lock, so a resume in this process can take it
         self.tracker.close()
 
     # ---- one step -----------------------------------------------------------------------------------
