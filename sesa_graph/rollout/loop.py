@@ -20,6 +20,7 @@ from sesa_graph.policy import GenerationRequest, PolicyClient, SamplingParams
 from sesa_graph.state import RolloutState
 from tools.backends import SearchBackend
 from tools.corpus import Doc
+from tools.errors import ServiceError
 from tools.render import render_docs
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,10 @@ async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str
     for attempt in range(spec.search_retries + 1):
         try:
             (docs,) = await asyncio.to_thread(ctx.search.search, [query], spec.search_k)
+            break
+        except ServiceError as exc:  # an http backend that already spent its own retries and deadline
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("search failed: %s", error)
             break
         except Exception as exc:  # noqa: BLE001 - any backend failure: retried, then the rollout ends search_error
             error = f"{type(exc).__name__}: {exc}"

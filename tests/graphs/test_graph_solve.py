@@ -153,3 +153,19 @@ def test_a_budget_too_small_for_another_search_makes_the_next_turn_the_last(toke
     assert out["status"] == "answered" and out["final"] == "Paris"
     assert 1 <= len(out["searches"]) < 10
     assert len(out["completion_ids"]) <= 400
+
+
+def test_a_service_error_is_not_retried_again_by_the_loop(tokenizer):
+    """An http backend's SearchUnavailableError already spent its retries and deadline: one call, not three."""
+    from tools.backends import SearchUnavailableError
+
+    class DeadServer:
+        name, calls = "http", 0
+
+        def search(self, queries, k=3):
+            self.calls += 1
+            raise SearchUnavailableError("http://127.0.0.1:9/retrieve unavailable after 3 attempts")
+
+    policy, dead = ScriptedPolicy(tokenizer, ["<search>Paris</search>"]), DeadServer()
+    out = asyncio.run(solve("Q?", _ctx(policy, dead)))
+    assert out["status"] == "search_error" and "127.0.0.1:9" in out["error"] and dead.calls == 1
