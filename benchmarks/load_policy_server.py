@@ -34,9 +34,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, port: int, log: Path) -> subprocess.Popen:
+def start_server(model: str, port: int, log: Path, threads: int | None) -> subprocess.Popen:
     sesa = str(ROOT / ".venv" / "bin" / "sesa")
     args = [sesa, "policy", "serve", "--engine", "local", "--model", model, "--port", str(port)]
+    args += ["--threads", str(threads)] if threads else []
     with open(log, "w") as f:
         return subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
 
@@ -122,6 +123,7 @@ def main() -> None:
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--bad-every", type=int, default=50, help="every Nth request is invalid (0: none)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request client timeout, seconds")
+    ap.add_argument("--threads", type=int, help="the server's torch threads (default: all cores)")
     ap.add_argument("--url", help="load an already running server instead of starting one")
     args = ap.parse_args()
     if args.url:
@@ -129,14 +131,19 @@ def main() -> None:
         return
     port = free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"load_policy_server_{port}.log"
-    proc = start_server(args.model, port, log)
+    proc = start_server(args.model, port, log, args.threads)
     url = f"http://127.0.0.1:{port}"
     try:
         print(f"server healthy after {wait_healthy(url, proc, log):.1f} s (log: {log})")
         asyncio.run(run(url, args))
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:  # uvicorn waits for handlers whose clients already gave up
+            print("the server did not stop within 30 s of SIGTERM: killed")
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     if proc.returncode not in (0, -signal.SIGTERM):
         print(f"server exit code {proc.returncode}; see {log}")
 

@@ -43,6 +43,12 @@ def policy_serve(
     ),
     cpu_bind: str | None = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
     device: str = typer.Option("cpu", help="Torch device (engine local)."),
+    threads: int | None = typer.Option(
+        None,
+        min=1,
+        help="Engine local: torch threads (default: all cores; on a CPU busy with other processes, 1 is often "
+        "several times faster).",
+    ),
 ) -> None:
     """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs) until Ctrl-C.
 
@@ -50,7 +56,7 @@ def policy_serve(
     `backend: openai, base_url: ...`.
     """
     if check_engine(engine) == "local":
-        _serve_local(model, host, port, served_name, device)
+        _serve_local(model, host, port, served_name, device, threads)
         return
     import signal
     import time
@@ -98,7 +104,9 @@ def policy_serve(
         server.stop()
 
 
-def _serve_local(model: str, host: str, port: int, served_name: str | None, device: str) -> None:
+def _serve_local(
+    model: str, host: str, port: int, served_name: str | None, device: str, threads: int | None
+) -> None:
     """The in-process stand-in. The port is bound before the model loads, so a taken port fails at once."""
     from tools.errors import UserError
     from tools.server import bind_socket
@@ -117,6 +125,6 @@ def _serve_local(model: str, host: str, port: int, served_name: str | None, devi
 
     name = served_name or model
     console.print(f"loading {model} ...")
-    policy = LocalPolicy(model, device=device)
+    policy = LocalPolicy(model, device=device, threads=threads)
     console.print(f"serving {name!r} at http://{host}:{sock.getsockname()[1]}/v1 -- Ctrl-C stops it")
     serve_app(build_app(policy, name), sock=sock)
