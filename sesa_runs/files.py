@@ -16,8 +16,8 @@ import pandas as pd
 
 from sesa_graph import statuses
 from sesa_graph.fsutil import read_jsonl
-from sesa_graph.memory.bank_layout import BankNotFoundError
-from sesa_graph.memory.snapshot import bank_dir
+from sesa_graph.memory.bank_layout import JOURNAL, BankNotFoundError
+from sesa_graph.memory.snapshot import bank_dir, committed_view
 from sesa_graph.scoring import contains_answer
 from tools.errors import UserError
 
@@ -245,6 +245,10 @@ class BankFiles:
     def live(self) -> list[dict[str, Any]]:
         if self.path is None:
             return []
+        if (
+            self.path / JOURNAL
+        ).exists():  # mid-commit skills.jsonl may be half rewritten: the last finished state
+            return [s.model_dump(mode="json") for s in committed_view(self.path).skills]
         live = read_jsonl(self.path / "skills.jsonl", missing_ok=True)
         if not live and self._snap_paths():
             live = read_jsonl(self._snap_paths()[-1])

@@ -71,3 +71,19 @@ def test_writers_that_never_stop_leave_no_journal_and_files_equal_chroma(tmp_pat
     assert view.pending is None and view.warning() is None
     assert [s.model_dump() for s in view.skills] == _chroma(bank) and view.state["version"] == 2
     bank.close()
+
+
+@pytest.mark.parametrize("at", [1, COMMIT_OPS - 3, COMMIT_OPS - 2])
+def test_the_notebooks_reader_shows_the_last_finished_skills_mid_commit(tmp_path, monkeypatch, at):
+    """sesa_runs (the notebooks, `sesa trace`, the report) reads skills.jsonl: mid-commit it may be rewritten
+    already, so it must show what committed_view shows."""
+    from sesa_runs.files import BankFiles
+
+    bank, queue = grown_bank(tmp_path / "bank")
+    before = sorted(s["id"] for s in BankFiles(tmp_path / "bank").live())
+    arm(bank, monkeypatch, at)
+    with pytest.raises(Killed):
+        second_commit(bank, queue)
+    bank.close()
+    monkeypatch.undo()
+    assert sorted(s["id"] for s in BankFiles(tmp_path / "bank").live()) == before
