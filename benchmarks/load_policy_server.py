@@ -67,7 +67,8 @@ async def client(
     n = 0
     while time.monotonic() < deadline:
         n += 1
-        bad = args.bad_every and (i * 1000 + n) % args.bad_every == 0
+        sent = sum(outcomes.values())  # all clients share one event loop: a global request count
+        bad = args.bad_every and sent % args.bad_every == args.bad_every - 1
         body = {
             "model": args.model,
             "prompt": [1, 10**7] if bad else f"{PROMPTS[(i + n) % len(PROMPTS)]} ({i}.{n})",
