@@ -28,10 +28,11 @@ LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 ENDED = {"answered", "malformed", "max_turns", "max_tokens", "search_error"}
 
 # the smallest real rollouts: the in-process engine, the base model (the warm one may not be built), one
-# short turn (plus the last-chance turn), no RAG check
+# short turn (plus the last-chance turn), no RAG check; one torch thread, since on a CPU shared with busy
+# processes two made this test 94-205 s instead of 17 s
 TINY = """\
-solver_policy: {model: embedded, backend: local}
-proposer_policy: {model: embedded, backend: local}
+solver_policy: {model: embedded, backend: local, threads: 1}
+proposer_policy: {model: embedded, backend: local, threads: 1}
 solver: {max_turns: 1, max_tokens_per_turn: 8, max_total_tokens: 1024}
 proposer: {max_turns: 1, max_tokens_per_turn: 8, rag_check: false}
 judge: {kind: none}
