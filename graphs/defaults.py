@@ -106,7 +106,8 @@ async def parts(raw: Any) -> tuple[Any, Any, Any, Any]:
     if studio.bank and studio.bank_mode != "off":
         top_k = cfg.memory.top_k
         memory = await _acached(
-            ("bank", str(Path(studio.bank).resolve()), studio.bank_mode, top_k),
+            # the path as given: resolving it would touch the file system on the event loop
+            ("bank", studio.bank, studio.bank_mode, top_k),
             lambda: _memory(studio.bank, studio.bank_mode, top_k),
         )
     return cfg, policy, search, memory
