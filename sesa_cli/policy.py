@@ -50,7 +50,8 @@ def policy_serve(
         "several times faster).",
     ),
 ) -> None:
-    """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs) until Ctrl-C.
+    """Serve a policy over the OpenAI API (/v1/completions with token ids and logprobs, /v1/chat/completions)
+    until Ctrl-C, on 127.0.0.1 unless --host says otherwise.
 
     Point rollouts at it with `sesa rollout --base-url http://127.0.0.1:PORT/v1` or a config's
     `backend: openai, base_url: ...`.
