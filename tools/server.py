@@ -159,7 +159,9 @@ def _loopback(host: str) -> bool:
 
 def _uvicorn(app: FastAPI, sock: socket.socket, log_level: str) -> uvicorn.Server:
     host, port = sock.getsockname()[:2]
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    # a stop (Ctrl-C, SIGTERM, the end of a run) must not wait for requests whose clients are gone
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=10)
+    return uvicorn.Server(config)
 
 
 def serve_app(
