@@ -377,6 +377,12 @@ def eval_main(
         raise UserError(f"invalid eval settings: {_errors(exc)}") from None
     except FileNotFoundError as exc:  # a path given on the command line or in the settings
         raise UserError(f"{exc.filename or ''}: no such file or directory ({exc.strerror})") from None
+    except OSError as exc:  # transformers' word for a model it cannot load
+        if isinstance(exc, UserError) or settings.policy.model not in str(exc):
+            raise
+        raise UserError(
+            f"--model {settings.policy.model}: cannot be loaded: {' '.join(str(exc).split())}"
+        ) from None
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]interrupted[/]: finished questions are kept in {escape(str(settings.out_dir))}/records.jsonl; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sesa_cli.common import ENGINE_HELP, check_engine, console
+from tools.errors import UserError
 
 
 def _rollout_parts(
@@ -27,7 +28,12 @@ def _rollout_parts(
             "keeps one running, --engine local skips it) ...",
             markup=False,
         )
-    policy = make_policy(pcfg)
+    try:
+        policy = make_policy(pcfg)
+    except OSError as exc:  # transformers' word for a model it cannot load
+        if isinstance(exc, UserError):
+            raise
+        raise UserError(f"--model {model}: cannot be loaded: {' '.join(str(exc).split())}") from None
     search = make_backend(SearchConfig(corpus=corpus))
     # the default run's solver budgets (as `langgraph dev` and `sesa propose` use), but --max-turns
     solver = load_config(None).solver.model_copy(update={"max_turns": max_turns})
