@@ -15,14 +15,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
 
+from sesa_cli.common import ReportingGroup
 from tools.backends import make_backend
 from tools.config import SearchConfig
 from tools.errors import ServiceError, UserError
 
 
-class _QueryByDefault(TyperGroup):
+class _QueryByDefault(ReportingGroup):
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["query", *args]

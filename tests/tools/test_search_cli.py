@@ -45,7 +45,7 @@ def test_serve_subcommand(small_docs):
         taken.listen()
         port = taken.getsockname()[1]
         res = runner.invoke(parent, ["search", "serve", "--port", str(port)])
-    assert res.exit_code == 1 and f"port {port}" in res.output
+    assert res.exit_code == 2 and f"port {port}" in res.output  # a taken port is a user error (exit 2)
 
 
 def test_bad_settings_and_dead_server():
