@@ -3,7 +3,7 @@
 Two sources: SSP's released pool format (JSONL ``{"ground_truth", "search_turns", "sys_question_example"}``;
 the file lives on a hub and is only read if you have it) and an embedded pool built from the embedded
 corpus -- article titles as targets with hop counts 1..3 -- never from benchmark questions, so evaluation
-stays clean. Sampling is a pure function of (seed, step): a resumed run draws the same targets.
+stays clean, and never a held-out article (``sesa_graph.heldout``), which the probe set keeps for itself. Sampling is a pure function of (seed, step): a resumed run draws the same targets.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sesa_graph.fsutil import read_jsonl
+from sesa_graph.heldout import is_held_out
 from tools.corpus import load_corpus
 
 
@@ -44,10 +45,18 @@ _BAD_TITLE = re.compile(r"^(list of|index of|outline of)|\d{3,}|[()]", re.IGNORE
 
 
 def build_embedded_pool(corpus: str = "embedded", max_hops: int = 3, seed: int = 0) -> list[Target]:
-    """Article titles of the corpus as targets (short, answer-like titles only), hops cycling 1..max_hops."""
+    """Article titles of the corpus as targets (short, answer-like titles only, none held out), hops
+    cycling 1..max_hops."""
     docs = load_corpus(corpus)
     titles = sorted(
-        {d.title for d in docs if d.title and len(d.title.split()) <= 4 and not _BAD_TITLE.search(d.title)}
+        {
+            d.title
+            for d in docs
+            if d.title
+            and len(d.title.split()) <= 4
+            and not _BAD_TITLE.search(d.title)
+            and not is_held_out(d.title)
+        }
     )
     rng = random.Random(seed)
     rng.shuffle(titles)

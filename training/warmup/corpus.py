@@ -1,5 +1,5 @@
 """The embedded corpus the warm-up writes its examples from, with each article's Wikidata description
-and topic."""
+and topic; held-out articles (``sesa_graph.heldout``) are left out, so no example is built from one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sesa_graph.heldout import is_held_out
 from tools.assets import embedded_corpus_file
 
 _PAREN_TAIL = re.compile(r"\s*\([^()]*\)$")
@@ -40,10 +41,13 @@ def _articles() -> tuple[Article, ...]:
             raw[title].get("topic") or "",
         )
         for title in sorted(raw)
+        if not is_held_out(title)
     )
 
 
 def load_articles() -> list[Article]:
-    """The embedded corpus (same titles and texts as ``tools.corpus.load_embedded_corpus``) with the
-    Wikidata description and topic of each article."""
+    """The embedded corpus (same titles and texts as ``tools.corpus.load_embedded_corpus``, less the
+    held-out articles) with the Wikidata description and topic of each article. Every article an example
+    names -- its answer, a bridge, a comparison partner, a deliberately missed one -- comes from this list
+    (``Synthesizer.articles``/``by_name``), so the exclusion here covers every kind."""
     return list(_articles())
