@@ -20,18 +20,25 @@ def config_show(
         help="One line per setting: its value, whether the file or the default set it, and, for values from "
         "the paper or SSP, [paper]/[SSP] or the reference value and why this differs.",
     ),
+    set_: list[str] = typer.Option(
+        [],
+        "--set",
+        help="Override a field as `sesa train --set` would, to preview it: --set solver.max_turns=4.",
+    ),
 ) -> None:
     """Print the resolved run config (defaults filled in) as YAML, or with --origins where each value comes from."""
     import yaml
 
-    from sesa_cli.common import print_settings
+    from sesa_cli.common import parse_overrides, print_settings
     from sesa_graph.config import DEFAULT_CONFIG, resolve_config
 
     path = config or DEFAULT_CONFIG
-    cfg, rows = resolve_config(path)
+    cfg, rows = resolve_config(path, parse_overrides(set_))
     if not origins:
         # plain echo: a value may hold brackets (not markup) and a console would wrap long lines mid-YAML
-        typer.echo(f"# from {path}; fields absent there are defaults")
+        typer.echo(
+            f"# from {path}{' with ' + ' '.join('--set ' + x for x in set_) if set_ else ''}; fields absent there are defaults"
+        )
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
     print_settings(rows)

@@ -37,6 +37,13 @@ def test_config_show_prints_the_resolved_default():
     assert out.exit_code == 0 and "group_size: 5" in out.output and "embedded-warm" in out.output
 
 
+def test_config_show_previews_set_overrides_and_blames_the_flag():
+    out = runner.invoke(build_app(), ["config", "show", "--set", "solver.group_size=3"])
+    assert out.exit_code == 0 and "group_size: 3" in out.output and "--set solver.group_size=3" in out.output
+    bad = runner.invoke(build_app(), ["config", "show", "--set", "solver.group_size=x"])
+    assert bad.exit_code == 2 and "--set solver.group_size=x" in bad.output
+
+
 def test_default_config_is_the_embedded_cpu_run():
     cfg = load_config()
     assert cfg.solver_policy.model == "embedded-warm" and cfg.search.backend == "bm25"
