@@ -256,6 +256,28 @@ class TrainConfig(Strict):
     warmup_steps: int = Field(0, ge=0, description="Learning-rate warm-up steps ([SSP] 5).")
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
+    probe_every: int = Field(
+        0,
+        ge=0,
+        description="The learning curve: every this many steps (at step 0, K, 2K, ... and the last step), once "
+        "the step is committed, a greedy eval of the solver as it is served (the weights that ran the step) on "
+        "probe_dataset through sesa_eval's harness, bank modes probe_bank_modes; EM per mode goes into the "
+        "step's metrics record (`probe`) and per-question records into runs/NAME/probe/step-N/. It runs while "
+        "the trainers update, sharing the CPU with them. 0 = off.",
+    )
+    probe_dataset: str = Field(
+        "probe",
+        description="The probe set: a dataset name sesa_eval knows (`probe`: the frozen held-out set shipped "
+        "with sesa_eval) or the path of a FlashRAG-style .jsonl.",
+    )
+    probe_limit: int | None = Field(
+        None, ge=1, description="Probe only the first N questions of probe_dataset (None: all of them)."
+    )
+    probe_bank_modes: list[Literal["off", "on"]] = Field(
+        default_factory=lambda: ["off", "on"],
+        description="Bank modes of each probe eval: off (no skills) and on (the run's live bank, read-only "
+        "retrieval of its top-k); 'on' is skipped when memory.mode is off (there is no bank).",
+    )
     micro_batch_size: int = Field(
         2,
         ge=1,

@@ -31,6 +31,7 @@ from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
 from tools.backends import make_backend
 from training.metrics_log import append_record
+from training.probe_eval import ProbeEval
 from training.reuse import ReusePool
 from training.store import TrajectoryStore
 from training.sync import SyncDir
@@ -131,6 +132,17 @@ class Orchestrator:
             rewards=cfg.rewards,
             memory=self.memory if cfg.memory.mode != "off" else None,
         )
+        self.probe = None
+        if cfg.train.probe_every:  # the learning curve, with the run's own policy, search, judge, encoder
+            bank = getattr(self.memory, "bank", None)
+            self.probe = ProbeEval(
+                cfg,
+                self.run_dir,
+                policy=self.solver_policy,
+                search=self.search,
+                judge=self.judge,
+                encoder=bank.encoder if bank is not None else None,
+            )
 
     # ---- weights ------------------------------------------------------------------------------------
     def sync_weights(self) -> dict[str, float]:
@@ -344,8 +356,21 @@ class Orchestrator:
             summary = self.run_step(
                 step, timing={"wait_trainers_s": round(waited, 2), "weight_sync_s": synced}
             )
+            self.probe_step(summary)
             on_step(summary)
         self.finish()
+
+    def probe_step(self, summary: StepSummary) -> None:
+        """The learning curve's eval of a committed step, when due (``training.probe_eval``); it overlaps
+        the trainers' update of this step, which the next step waits for anyway."""
+        if self.probe is None:
+            return
+        probe = self.probe.after_step(
+            summary.step, summary.metrics, self.versions["solver"], self.memory.version
+        )
+        if probe is not None:
+            summary.metrics["probe"] = probe
+            self.tracker.log_step({"step": summary.step, "probe": probe})
 
     def finish(self) -> None:
         """Commit a consolidation still running so its skills are not lost, and snapshot the bank."""

@@ -44,6 +44,11 @@ SAFE_KEYS = (
     "train.report_to",
     "train.wait_timeout_s",
     "train.rollout_concurrency",
+    # the learning curve only reads the run (training.probe_eval)
+    "train.probe_every",
+    "train.probe_dataset",
+    "train.probe_limit",
+    "train.probe_bank_modes",
     "train.trainer_threads",
     "train.trainer_launcher",
     "train.trainer_gpus",
