@@ -10,7 +10,13 @@ runs the same weights in the same process, side by side:
 - ``on``: the top-k skills of a frozen bank (``--bank``; retrieval only, nothing is credited or
   distilled -- the bank is opened read-only) (SESA-On);
 - ``placebo``: as many skills as ``on`` retrieves, each about as long, about something unrelated
-  (tells gains from skill content apart from gains from a longer prompt).
+  (tells gains from skill content apart from gains from a longer prompt);
+- the controls ``closed`` (closed-book floor) and ``oracle`` (open-book ceiling), see
+  :mod:`sesa_eval.controls`.
+
+Before any rollout, each question's answerability (is a gold answer within the search's reach,
+:mod:`sesa_eval.answerability`) is computed once with the eval's own search backend and cached beside the
+records; every table is reported on all questions and on the answerable subset.
 
 Throughput: up to ``concurrency`` questions are in flight at once, each its own solve-graph
 invocation; a local policy micro-batches their turns, an endpoint gets that many requests.
@@ -37,8 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sesa_eval.answerability import ensure_answerability, question_key, read_answerability
 from sesa_eval.datasets import hygiene_report, load_datasets
 from sesa_eval.records import (
+    ANSWERABILITY,
     RECORDS,
     REPORT_JSON,
     REPORT_MD,
@@ -48,7 +56,7 @@ from sesa_eval.records import (
     bank_ref,
     check_settings_file,
 )
-from sesa_eval.settings import EvalSettings
+from sesa_eval.settings import SKILL_MODES, EvalSettings
 from sesa_eval.tasks import RunResult, plan_tasks, run_tasks
 from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
     make_fixed_models,
@@ -86,7 +94,7 @@ def open_memories(
         "n_skills": int(state["n_skills"]),
         "embedder": state["embedder"],
     }
-    if not any(m != "off" for m in modes):
+    if not any(m in SKILL_MODES for m in modes):
         return memories, info, live_skills(path)
     # 'static' = retrieval from the bank as it is; nothing is credited (we never call apply_outcomes)
     cfg = MemoryConfig(
@@ -104,7 +112,7 @@ def _drop_if_no_records(out_dir: Path) -> None:
     records = out_dir / RECORDS
     if records.exists() and records.stat().st_size > 0:
         return
-    for name in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON):
+    for name in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON, ANSWERABILITY):
         (out_dir / name).unlink(missing_ok=True)
     for d in (out_dir / "logs", out_dir):
         if d.is_dir() and not any(d.iterdir()):
@@ -159,7 +167,15 @@ async def evaluate(
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         store = RecordStore(out_dir / RECORDS)
-        plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories)
+        known = read_answerability(out_dir)
+        if search is None and any(question_key(q.dataset, q.id) not in known for q in all_q):
+            from tools.backends import make_backend
+
+            search = make_backend(settings.search)
+        reach = await ensure_answerability(
+            all_q, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
+        )
+        plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories, reach)
         tasks, cached, keys = plan.tasks, plan.cached, plan.keys
         if plan.stale:
             log.info(
@@ -176,6 +192,9 @@ async def evaluate(
                     "tasks": len(tasks),
                     "cached": cached,
                     "stale": plan.stale,
+                    "answerable": sum(bool(r["answerable"]) for r in reach.values()),
+                    "answerability_known": len(reach),
+                    "no_oracle_doc": plan.no_oracle_doc,
                     "hygiene": hygiene,
                     "bank": bank_info,
                 }
@@ -248,6 +267,9 @@ async def evaluate(
                 timing=timing,
                 aborted=run.aborted,
                 planned=len(keys),
+                answerability=reach,
+                data=data,
+                no_oracle_doc=plan.no_oracle_doc,
             )
             write_report(out_dir, report)
             if "on" in memories:  # 'on' and 'placebo' share one read-only bank

@@ -5,12 +5,26 @@ scores are paired: resampling questions, not the two sides apart, gives a far ti
 independent ones would. Per question the score is the mean over its seeds; per dataset the delta is the
 mean paired difference in percentage points; the mean row resamples every dataset at once and takes the
 unweighted mean of the dataset deltas, like the report's headline.
+
+Power: next to each interval, ``mde`` is the smallest difference (in points, either sign) the comparison
+would detect with two-sided alpha 0.05 and 80% power at its ``n``, from the normal approximation to
+McNemar's test for paired binary outcomes:
+
+    mde = (z_0.975 + z_0.80) * sqrt(psi / n) = 2.80 * sqrt(psi / n)
+
+where ``psi`` is the observed discordant-pair rate (the share of questions the two sides scored
+differently; in general the mean squared per-question difference, which equals that rate for 0/1 scores
+and covers seed means and F1 too), floored at ``1 / n``: with no discordant pair at all the data cannot
+say the rate is 0, and one pair is the least it could be. The mean row's mde is that of the unweighted
+mean of the datasets: ``2.80 * sqrt(sum_d psi_d / n_d) / D``. An interval that holds 0 with an mde of 2
+points says "no effect of 2 points or more"; with an mde of 20 it says "cannot see".
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +33,7 @@ import numpy as np
 from sesa_eval.records import RECORDS, RETRY_STATUSES, parse_records
 
 LEVEL = 0.95
+Z_SUM = 1.959964 + 0.841621  # z of a two-sided 0.05 test + z of 80% power
 
 
 def read_records(eval_dir: Path) -> list[dict[str, Any]] | None:
@@ -31,10 +46,15 @@ def read_records(eval_dir: Path) -> list[dict[str, Any]] | None:
     return list(parse_records(path.read_bytes(), path).values())
 
 
-def per_question(records: Iterable[Mapping[str, Any]], mode: str, field: str) -> dict[str, dict[str, float]]:
-    """dataset -> question id -> the mean over seeds of ``field`` (records that could not run left out)."""
+def per_question(
+    records: Iterable[Mapping[str, Any]], mode: str, field: str, keep: Collection[str] | None = None
+) -> dict[str, dict[str, float]]:
+    """dataset -> question id -> the mean over seeds of ``field`` (records that could not run left out;
+    with ``keep``, only the questions whose ``dataset/id`` it holds)."""
     acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
+        if keep is not None and f"{r.get('dataset')}/{r.get('id')}" not in keep:
+            continue
         if r.get("mode") == mode and r.get("status") not in RETRY_STATUSES:
             acc[r["dataset"]][str(r["id"])].append(float(r.get(field) or 0.0))
     return {ds: {q: sum(v) / len(v) for q, v in qs.items()} for ds, qs in acc.items()}
@@ -50,11 +70,13 @@ def paired_intervals(
     *,
     n_boot: int = 2000,
     seed: int = 0,
+    keep: Collection[str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """``dataset`` (and ``"mean"`` when every dataset has pairs) -> n, delta, lo, hi in points.
+    """``dataset`` (and ``"mean"`` when every dataset has pairs) -> n, delta, lo, hi, mde in points and
+    the discordant rate ``psi`` (see the module docstring); ``keep``: only those ``dataset/id`` questions.
 
     Datasets without a shared question are left out."""
-    a, b = per_question(records_a, mode_a, field), per_question(records_b, mode_b, field)
+    a, b = per_question(records_a, mode_a, field, keep), per_question(records_b, mode_b, field, keep)
     rng = np.random.default_rng(seed)
     lo_q, hi_q = (1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2
     out: dict[str, dict[str, float]] = {}
@@ -66,17 +88,28 @@ def paired_intervals(
         d = 100.0 * np.array([b[ds][q] - a[ds][q] for q in shared])
         bs = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
         boots.append(bs)
-        out[ds] = _interval(len(d), float(d.mean()), bs, lo_q, hi_q)
+        psi = float(np.mean((d / 100.0) ** 2))
+        out[ds] = {
+            **_interval(len(d), float(d.mean()), bs, lo_q, hi_q),
+            "psi": psi,
+            "mde": min_detectable(psi, len(d)),
+        }
     if datasets and len(boots) == len(datasets):
         bs = np.mean(boots, axis=0)
-        out["mean"] = _interval(
-            int(sum(v["n"] for v in out.values())),
-            float(np.mean([out[ds]["delta"] for ds in datasets])),
-            bs,
-            lo_q,
-            hi_q,
-        )
+        var = sum(max(out[ds]["psi"], 1.0 / out[ds]["n"]) / out[ds]["n"] for ds in datasets)
+        n = int(sum(out[ds]["n"] for ds in datasets))
+        out["mean"] = {
+            **_interval(n, float(np.mean([out[ds]["delta"] for ds in datasets])), bs, lo_q, hi_q),
+            "psi": float(np.mean([out[ds]["psi"] for ds in datasets])),
+            "mde": 100.0 * Z_SUM * math.sqrt(var) / len(datasets),
+        }
     return out
+
+
+def min_detectable(psi: float, n: int) -> float:
+    """The smallest paired difference in points detectable at ``n`` pairs with discordant rate ``psi``
+    (two-sided alpha 0.05, 80% power; ``psi`` floored at ``1/n``, see the module docstring)."""
+    return 100.0 * Z_SUM * math.sqrt(max(psi, 1.0 / n) / n)
 
 
 def _interval(n: int, delta: float, boots: np.ndarray, lo_q: float, hi_q: float) -> dict[str, float]:

@@ -24,6 +24,7 @@ from tools.errors import UserError
 log = logging.getLogger(__name__)
 
 RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "report.md", "report.json"
+ANSWERABILITY = "answerability.jsonl"  # per question: is a gold answer reachable (sesa_eval.answerability)
 RETRY_STATUSES = frozenset({"error"})  # not results: run again on resume
 
 
@@ -147,9 +148,9 @@ def check_settings_file(out_dir: Path, identity: dict[str, Any], overwrite: bool
     """Records in ``out_dir`` are reused only if they were made with the same identity settings."""
     settings_file = out_dir / SETTINGS
     if overwrite:
-        for f in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON):
+        for f in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON, ANSWERABILITY):
             (out_dir / f).unlink(missing_ok=True)
-    if settings_file.exists() and (out_dir / RECORDS).exists():
+    if settings_file.exists() and ((out_dir / RECORDS).exists() or (out_dir / ANSWERABILITY).exists()):
         old = _flat(json.loads(settings_file.read_text()).get("identity", {}))
         new = _flat(json.loads(json.dumps(identity)))
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

@@ -9,6 +9,11 @@ seed first (mean over datasets), then averaged the same way.
 
 Records with status ``error`` (the rollout could not run) are not scores: they are left out of every
 cell and counted in the diagnostics, as are questions not yet run (an interrupted eval).
+
+Every table comes twice: over all questions and over the answerable subset (questions whose gold answer
+the eval's search can reach, :mod:`sesa_eval.answerability`); ``report["answerable"]`` holds the
+subset's ``metrics`` and ``vs_off``. Each paired delta against mode off carries its power figure
+(``mde``, :mod:`sesa_eval.paired`).
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sesa_eval.answerability import answerable_keys, summary
 from sesa_eval.datasets import display_name
 from sesa_eval.paired import paired_intervals
 from sesa_graph.statuses import FAILURE_STATUSES
@@ -27,10 +33,13 @@ from sesa_graph.statuses import FAILURE_STATUSES
 METRICS = {"judge": "score", "em": "em", "f1": "f1"}
 METRIC_TITLES = {"judge": "Judge score", "em": "Exact match (normalized)", "f1": "Token F1"}
 MODE_LABELS = {
+    "closed": "closed (closed-book floor: no search)",
     "off": "off (SESA-Off: no skills)",
     "on": "on (SESA-On: bank skills)",
     "placebo": "placebo (unrelated skills)",
+    "oracle": "oracle (open-book ceiling: the answer-bearing document given)",
 }
+SUBSETS = ("all", "answerable")
 
 
 def headline_modes(modes: Iterable[str]) -> list[str]:
@@ -122,7 +131,10 @@ def diagnostics(records: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> d
 
 
 def vs_off(
-    records: Sequence[Mapping[str, Any]], datasets: Sequence[str], modes: Sequence[str]
+    records: Sequence[Mapping[str, Any]],
+    datasets: Sequence[str],
+    modes: Sequence[str],
+    keep: Collection[str] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """metric -> mode -> dataset (and 'mean') -> the paired delta against mode off with its 95% interval.
 
@@ -132,7 +144,7 @@ def vs_off(
         return {}
     return {
         m: {
-            mode: paired_intervals(records, records, "off", mode, f, datasets)
+            mode: paired_intervals(records, records, "off", mode, f, datasets, keep=keep)
             for mode in modes
             if mode != "off"
         }
@@ -150,11 +162,17 @@ def build_report(
     timing: Mapping[str, Any] | None = None,
     aborted: str | None = None,
     planned: int | None = None,
+    answerability: Mapping[str, Mapping[str, Any]] | None = None,
+    data: Mapping[str, Sequence[Any]] | None = None,
+    no_oracle_doc: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The report dict (what report.json holds) from the records of one eval's plan."""
+    """The report dict (what report.json holds) from the records of one eval's plan; ``answerability``
+    (``dataset/id`` -> row) and ``data`` (the questions) give the answerable subset."""
     modes = list(settings.bank_modes)
     datasets = list(datasets)
     done = sum(1 for r in records if r.get("status") != "error")
+    keep = answerable_keys(answerability or {})
+    sub = [r for r in records if f"{r['dataset']}/{r['id']}" in keep]
     return {
         "format": 1,
         "name": settings.name,
@@ -169,12 +187,19 @@ def build_report(
             else f"{settings.seeds} seeds at temperature {settings.solver.temperature}"
         ),
         "max_turns": settings.solver.max_turns,
+        "search_k": settings.solver.search_k,
         "bank": dict(bank) if bank else None,
         "datasets": datasets,
         "modes": modes,
         "limit": settings.limit,
         "metrics": {m: aggregate(records, datasets, modes, f) for m, f in METRICS.items()},
         "vs_off": vs_off(records, datasets, modes),
+        "answerable": {
+            "metrics": {m: aggregate(sub, datasets, modes, f) for m, f in METRICS.items()},
+            "vs_off": vs_off(records, datasets, modes, keep),
+        },
+        "answerability": summary(answerability or {}, data) if data is not None else None,
+        "no_oracle_doc": dict(no_oracle_doc) if no_oracle_doc and "oracle" in modes else None,
         "diagnostics": diagnostics(records, modes),
         "hygiene": dict(hygiene) if hygiene else None,
         "timing": dict(timing) if timing else None,
@@ -208,28 +233,71 @@ def fmt_delta(delta: float | None) -> str:
     return f"{delta:+.2f}" if delta and abs(delta) < 0.05 else f"{delta:+.1f}"
 
 
+def _subset(report: Mapping[str, Any], subset: str) -> Mapping[str, Any]:
+    """The part of a report that holds a subset's ``metrics`` and ``vs_off`` (reports before the
+    answerable subset have none: {})."""
+    return report if subset == "all" else report.get(subset) or {}
+
+
 def metric_table(report: Mapping[str, Any], metric: str) -> list[list[str]]:
-    """Header + one row per mode for one metric."""
+    """Header + one row per mode for one metric: all questions, then the answerable subset."""
     ds = report["datasets"]
-    rows = [["bank mode", *[display_name(d) for d in ds], "Mean"]]
-    for mode in report["modes"]:
-        cells = report["metrics"][metric][mode]
-        rows.append([mode, *[fmt_cell(cells[d]) for d in ds], fmt_cell(cells["mean"])])
+    rows = [["mode", *[display_name(d) for d in ds], "Mean"]]
+    for subset in SUBSETS:
+        per_mode = _subset(report, subset).get("metrics", {}).get(metric, {})
+        for mode in report["modes"]:
+            if mode in per_mode:
+                cells = per_mode[mode]
+                label = mode if subset == "all" else f"{mode}, {subset}"
+                rows.append([label, *[fmt_cell(cells[d]) for d in ds], fmt_cell(cells["mean"])])
     return rows
 
 
-def vs_off_table(report: Mapping[str, Any]) -> list[list[str]]:
-    """Header + one row per (mode, metric): ``-0.7 [-2.3, +1.0]`` per dataset and for the mean."""
+def fmt_paired(c: Mapping[str, Any] | None) -> str:
+    """``-0.7 [-2.3, +1.0] mde 5.1 (300)``: delta, paired 95% interval, smallest detectable difference, n."""
+    if not c:
+        return "–"
+    mde = f" mde {c['mde']:.1f}" if c.get("mde") is not None else ""
+    return f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]{mde} ({c['n']})"
+
+
+def vs_off_table(report: Mapping[str, Any], metrics: Sequence[str] | None = None) -> list[list[str]]:
+    """Header + one row per (subset, mode, metric): :func:`fmt_paired` per dataset and for the mean."""
     ds = report["datasets"]
     rows = [["", *[display_name(d) for d in ds], "Mean"]]
-    for metric, per_mode in report["vs_off"].items():
-        for mode, cells in per_mode.items():
-            fmt = [
-                f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "–"
-                for c in (cells.get(d) for d in [*ds, "mean"])
-            ]
-            rows.append([f"{mode} - off, {METRIC_TITLES[metric].split(' (')[0].lower()}", *fmt])
+    for subset in SUBSETS:
+        for metric, per_mode in _subset(report, subset).get("vs_off", {}).items():
+            if metrics is not None and metric not in metrics:
+                continue
+            for mode, cells in per_mode.items():
+                fmt = [fmt_paired(cells.get(d)) for d in [*ds, "mean"]]
+                what = METRIC_TITLES[metric].split(" (")[0].lower()
+                rows.append([f"{mode} - off, {what}" + ("" if subset == "all" else f", {subset}"), *fmt])
     return rows
+
+
+def answerability_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """Header + one row per dataset and 'All': questions, reach_question, reach_oracle, answerable (% (n))."""
+    a = report.get("answerability") or {}
+    rows = [["dataset", "questions", "reach_question", "reach_oracle", "answerable", "oracle not run"]]
+    missing = report.get("no_oracle_doc") or {}
+    for ds in [*report["datasets"], "all"]:
+        c = a.get(ds)
+        if not c:
+            continue
+
+        def pct(k: str, c: Mapping[str, int] = c) -> str:
+            return f"{100.0 * c[k] / c['known']:.1f} ({c[k]})" if c["known"] else "–"
+
+        n = str(c["n"]) + (f", {c['n'] - c['known']} unknown" if c["known"] < c["n"] else "")
+        gone = sum(missing.values()) if ds == "all" else missing.get(ds)
+        name = "All" if ds == "all" else display_name(ds)
+        rows.append([name, n, pct("reach_question"), pct("reach_oracle"), pct("answerable"), _num(gone)])
+    return rows
+
+
+def _num(x: int | None) -> str:
+    return "–" if x is None else str(x)
 
 
 def _md_table(rows: Sequence[Sequence[str]]) -> str:
@@ -285,11 +353,28 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "## Against mode off",
             "",
             (
-                "Paired over the questions both modes answered: the mean difference "
-                "in points and its bootstrap 95% interval; an interval that holds 0 is no evidence either way."
+                "Paired over the questions both modes answered: the mean difference in points, its "
+                "bootstrap 95% interval, `mde` = the smallest difference this n could detect (two-sided "
+                "alpha 0.05, 80% power, from the observed discordant-pair rate) and `(n)` pairs. An interval "
+                "that holds 0 means no effect of `mde` or more when `mde` is small, and that the eval "
+                "cannot see when it is large."
             ),
             "",
             _md_table(vs_off_table(report)),
+            "",
+        ]
+    if report.get("answerability"):
+        lines += [
+            "## Answerability",
+            "",
+            (
+                f"Whether a gold answer appears in the top-{report.get('search_k')} documents (as the solver "
+                "sees them) for the question itself (reach_question) or for the question followed by a gold "
+                "answer (reach_oracle); answerable = either. `% (n)`. Mode oracle runs only questions with "
+                "an answer-bearing document; the others are counted under 'oracle not run'."
+            ),
+            "",
+            _md_table(answerability_rows(report)),
             "",
         ]
     lines += ["## Diagnostics", "", _md_table(diagnostic_rows(report)), ""]

@@ -13,8 +13,9 @@ from sesa_graph.config import JudgeConfig, SolverConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from tools.config import SearchConfig
 
-BankMode = Literal["off", "on", "placebo"]
-BANK_MODES: tuple[str, ...] = ("off", "on", "placebo")
+BankMode = Literal["closed", "off", "on", "placebo", "oracle"]
+BANK_MODES: tuple[str, ...] = ("closed", "off", "on", "placebo", "oracle")
+SKILL_MODES: tuple[str, ...] = ("on", "placebo")  # the modes that read the bank
 LOCAL_JUDGE_TIMEOUT_S = 600.0
 # how long and how often the judge is tried changes no verdict it gives
 _JUDGE_NOT_IDENTITY = {"timeout_s", "connect_timeout_s", "retries", "max_consecutive_failures", "api_key_env"}
@@ -43,9 +44,11 @@ class EvalSettings(BaseModel):
     limit: int | None = Field(None, ge=1, description="Evaluate the first N questions of each dataset.")
     bank_modes: list[BankMode] = Field(
         default_factory=lambda: ["off"],
-        description="Bank modes to run side "
-        "by side, comma-separated: off (no skills), on (the --bank's top-k "
-        "skills), placebo (length-matched unrelated skills).",
+        description="Modes to run side by side (paired: same questions and seeds), comma-separated: off "
+        "(no skills), on (the --bank's top-k skills), placebo (length-matched unrelated skills), and the "
+        "controls closed (closed-book floor: the solver answers at once, no search) and oracle (open-book "
+        "ceiling: the question's answer-bearing document is the first observation; questions without one "
+        "are counted, not run). E.g. closed,off,on,oracle.",
     )
     bank: Path | None = Field(
         None,
@@ -93,10 +96,10 @@ class EvalSettings(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> EvalSettings:
         if not self.bank_modes:
-            raise ValueError("--bank-modes is empty; choose from off, on, placebo")
+            raise ValueError(f"--bank-modes is empty; choose from {', '.join(BANK_MODES)}")
         if len(set(self.bank_modes)) != len(self.bank_modes):
             raise ValueError(f"--bank-modes lists a mode twice: {','.join(self.bank_modes)}")
-        needs = [m for m in self.bank_modes if m != "off"]
+        needs = [m for m in self.bank_modes if m in SKILL_MODES]
         if needs and self.bank is None:
             raise ValueError(
                 f"bank mode(s) {','.join(needs)} need a skill bank: pass --bank DIR (a bank "

@@ -16,8 +16,11 @@ from typing import Any
 
 from graphs.contexts import solver_context
 from graphs.solve import solve
+from sesa_eval.answerability import question_key
+from sesa_eval.controls import CONTROL_MODES, solve_control
 from sesa_eval.datasets import EvalQuestion
 from sesa_eval.records import RecordStore, bank_ref, record_key, same_skills, skills_sha
+from sesa_eval.settings import SKILL_MODES
 from sesa_graph.config import SolverConfig
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.rollout.judge import Judge, JudgeItem, Verdict
@@ -37,6 +40,8 @@ class Task:
     skill_ids: list[str] = field(default_factory=list)
     skills_block: str = ""
     rejudge: dict[str, Any] | None = None
+    oracle_doc: dict[str, Any] | None = None
+    """Mode oracle: the answer-bearing document given in the first observation."""
 
     @property
     def key(self) -> str:
@@ -51,6 +56,8 @@ class Plan:
     cached: dict[str, int]
     keys: list[str]
     stale: dict[str, int] = field(default_factory=dict)  # mode -> cached records made with other skills
+    no_oracle_doc: dict[str, int] = field(default_factory=dict)
+    """dataset -> questions mode oracle does not run: no answer-bearing document (or answerability unknown)."""
 
 
 def plan_tasks(
@@ -59,45 +66,56 @@ def plan_tasks(
     seeds: Sequence[int | None],
     store: RecordStore,
     memories: Mapping[str, Any],
+    answerability: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
     """Tasks still to do, cached results per dataset, stale cached records, and every key of the plan.
 
     Order: dataset, seed, question, mode -- so concurrent rollouts share sampling settings (a local
     policy batches them together) and an interrupted eval has whole questions across modes.
     Skills are retrieved here, one batched call per dataset and mode, for cached questions too: a cached
-    mode-on/placebo record whose question now gets other skills is stale and runs again.
+    mode-on/placebo record whose question now gets other skills is stale and runs again. Mode oracle
+    runs only the questions ``answerability`` (``dataset/id`` -> row) gives an answer-bearing document;
+    the others are counted in ``no_oracle_doc`` and left out of the plan.
     """
     tasks: list[Task] = []
     cached: Counter[str] = Counter()
     stale: Counter[str] = Counter()
     keys: list[str] = []
+    no_doc: Counter[str] = Counter()
+    reach = answerability or {}
     for ds, qs in data.items():
         skills: dict[str, dict[str, tuple[list[str], str]]] = {m: {} for m in modes}
         for mode in modes:
-            if mode != "off" and qs:
+            if mode in SKILL_MODES and qs:
                 mem = memories[mode]
                 for q, hits in zip(qs, mem.retrieve([q.question for q in qs]), strict=True):
                     skills[mode][q.id] = ([s.id for s in hits], mem.render(hits))
         todo: list[Task] = []
         rejudge: list[Task] = []
+        docs = {q.id: (reach.get(question_key(ds, q.id)) or {}).get("doc") for q in qs}
+        if "oracle" in modes:
+            no_doc[ds] = sum(d is None for d in docs.values())
         for seed in seeds:
             for q in qs:
                 for mode in modes:
+                    if mode == "oracle" and docs[q.id] is None:
+                        continue
                     key = record_key(ds, q.id, mode, seed)
                     keys.append(key)
                     ids, block = skills[mode].get(q.id, ([], ""))
                     rec = store.done(key)
-                    if rec is not None and mode != "off" and not same_skills(rec, ids, block):
+                    if rec is not None and mode in SKILL_MODES and not same_skills(rec, ids, block):
                         stale[mode] += 1
                         rec = None
                     if rec is None:
-                        todo.append(Task(q, mode, seed, ids, block))
+                        doc = docs[q.id] if mode == "oracle" else None
+                        todo.append(Task(q, mode, seed, ids, block, oracle_doc=doc))
                     elif rec.get("judge_method") == "judge_unavailable":
                         rejudge.append(Task(q, mode, seed, list(rec.get("skill_ids", [])), rejudge=rec))
                     else:
                         cached[ds] += 1
         tasks += rejudge + todo
-    return Plan(tasks, dict(cached), keys, dict(stale))
+    return Plan(tasks, dict(cached), keys, dict(stale), dict(no_doc))
 
 
 # ---- running ---------------------------------------------------------------------------------------------
@@ -142,8 +160,9 @@ def make_record(
         "trace": [t.get("text", "") for t in st.get("turns", []) or []],
         "skill_ids": list(task.skill_ids),
         "skills_sha": skills_sha(task.skills_block),
-        "bank": bank_ref(bank) if task.mode != "off" else None,
-        "bank_version": bank["version"] if bank and task.mode != "off" else None,
+        "bank": bank_ref(bank) if task.mode in SKILL_MODES else None,
+        "bank_version": bank["version"] if bank and task.mode in SKILL_MODES else None,
+        **({"oracle_doc": task.oracle_doc} if task.oracle_doc else {}),
         "model": model,
         "elapsed_s": round(elapsed_s, 3),
         "time": time.time(),
@@ -219,7 +238,10 @@ async def run_tasks(
         # no seed: one greedy rollout; seed i: the i-th sampled repeat at the solver's temperature
         ctx = solver_context(solver, policy, search, greedy=task.seed is None, seed=task.seed)
         try:
-            state = await solve(task.q.question, ctx, task.skills_block or None)
+            if task.mode in CONTROL_MODES:
+                state = await solve_control(task.q.question, ctx, task.mode, task.oracle_doc)
+            else:
+                state = await solve(task.q.question, ctx, task.skills_block or None)
         except PolicyUnavailableError:
             raise
         except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume

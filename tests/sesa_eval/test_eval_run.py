@@ -268,7 +268,7 @@ async def test_records_without_skills_sha_are_matched_by_skill_ids(tmp_path, dat
 def test_bank_modes_need_a_bank(tmp_path):
     with pytest.raises(ValidationError, match="need a skill bank: pass --bank"):
         EvalSettings(name="x", bank_modes=["off", "on"])
-    with pytest.raises(ValidationError, match="Input should be 'off', 'on' or 'placebo'"):
+    with pytest.raises(ValidationError, match="Input should be 'closed', 'off', 'on', 'placebo' or 'oracle'"):
         EvalSettings(name="x", bank_modes=["static"])
 
 
