@@ -10,6 +10,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 from bad_inputs import ROOT, Check, sesa
@@ -114,7 +115,7 @@ def eval_data(text: str | bytes):
             "2",
             "--engine",
             "local",
-            "--out",
+            "--out-root",
             str(tmp / "evals"),
             "--name",
             "bad",
@@ -182,7 +183,7 @@ def run_dir_metrics(mutate: str):
         lines = m.read_text().splitlines()
         lines.insert(1, "{not json")
         m.write_text("\n".join(lines) + "\n")
-        return sesa("trace", str(run))
+        return sesa("report", str(run), limit_s=300)
 
     return run
 
@@ -195,6 +196,165 @@ def policy_taken_port(tmp: Path):
     res = sesa("policy", "serve", "--engine", "local", "--port", str(port), limit_s=120)
     s.close()
     return res
+
+
+def resume_with(*flags: str, final: bool = True):
+    def run(tmp: Path):
+        sys.path.insert(0, str(ROOT / "tests" / "training"))
+        from resume_fixtures import make_run
+
+        run_dir = make_run(tmp, steps=3, committed=3, uncommitted_line=False, final=final)
+        before = (run_dir / "metrics.jsonl").read_bytes()
+        res = sesa("train", "--resume", str(run_dir), *flags, limit_s=120)
+        if not (run_dir / "metrics.jsonl").read_bytes().startswith(before):
+            return "lost data: metrics.jsonl lost lines"
+        return res
+
+    return run
+
+
+def torn_metrics_resume(tmp: Path):
+    sys.path.insert(0, str(ROOT / "tests" / "training"))
+    from resume_fixtures import make_run
+
+    run_dir = make_run(
+        tmp, steps=3, committed=3, uncommitted_line=False, final=True, torn=b'{"step": 3, "ite'
+    )
+    res = sesa("train", "--resume", str(run_dir), limit_s=120)
+    if res.code == 0 and "Traceback" not in res.text:
+        return "handled: " + (res.out.strip().splitlines() or [""])[-1]
+    return res
+
+
+def bm25_cache_damaged(tmp: Path):
+    import os
+
+    corpus_file = _write(
+        tmp / "c.jsonl", CORPUS_OK + '{"id": "2", "contents": "\\"Beta\\"\\nBeta is next."}\n'
+    )
+    home = tmp / "home"
+    os.environ["SESA_HOME"] = str(home)
+    try:
+        first = sesa("search", "query", "beta", "--corpus", str(corpus_file))
+        if first.code != 0:
+            return first
+        for f in (home / "bm25").rglob("*"):
+            if f.is_file() and f.suffix in (".npy", ".json") and "manifest" not in f.name:
+                f.write_bytes(b"garbage")
+        res = sesa("search", "query", "beta", "--corpus", str(corpus_file))
+    finally:
+        os.environ.pop("SESA_HOME", None)
+    if res.code == 0 and "Beta" in res.out:
+        return "handled: damaged cache rebuilt, right result"
+    return res if res.code else "silently wrong: " + res.out[-120:]
+
+
+def bank_pending(tmp: Path):
+    sys.path.insert(0, str(ROOT / "tests" / "memory"))
+    import pytest
+    from bank_faults import Killed, arm, grown_bank, second_commit
+
+    mp = pytest.MonkeyPatch()
+    bank, queue = grown_bank(tmp / "bank")
+    arm(bank, mp, 8)
+    try:
+        second_commit(bank, queue)
+    except Killed:
+        pass
+    bank.close()
+    mp.undo()
+    res = sesa("bank", "show", str(tmp / "bank"))
+    if res.code == 0 and "pending" in res.err:
+        return "handled: " + next(x for x in res.err.splitlines() if "pending" in x)[:140]
+    return res if res.code else "silently wrong: no warning of the pending commit"
+
+
+_SERVER: dict = {}
+
+
+def _policy_server() -> str:
+    import atexit
+    import os
+    import signal
+    import subprocess
+
+    import httpx
+
+    if "url" not in _SERVER:
+        port = _refused_port()
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sesa_cli.main",
+                "policy",
+                "serve",
+                "--engine",
+                "local",
+                "--port",
+                str(port),
+                "--threads",
+                "1",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        atexit.register(lambda: os.killpg(p.pid, signal.SIGTERM))
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(240):
+            try:
+                if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        _SERVER["url"] = url
+    return _SERVER["url"]
+
+
+def policy_request(body: dict, field_name: str):
+    def run(tmp: Path):
+        import httpx
+
+        r = httpx.post(_policy_server() + "/v1/completions", json={"model": "embedded", **body}, timeout=120)
+        if r.status_code == 200:
+            return "silently wrong: 200 " + r.text[:100]
+        msg = r.text[:140]
+        ok = 400 <= r.status_code < 500 and field_name in r.text
+        return ("clear error: " if ok else "no place: ") + f"{r.status_code} {msg}"
+
+    return run
+
+
+def policy_batch_isolation(tmp: Path):
+    import concurrent.futures
+
+    import httpx
+
+    url = _policy_server() + "/v1/completions"
+    bodies = [{"prompt": "Hello", "max_tokens": 4}] * 3 + [{"prompt": [10**6], "max_tokens": 4}]
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        codes = list(ex.map(lambda b: httpx.post(url, json=b, timeout=120).status_code, bodies))
+    return ("handled: " if codes == [200, 200, 200, 400] else "lost data: ") + f"status codes {codes}"
+
+
+def launch_public_dev_mode(tmp: Path):
+    import os
+    import subprocess
+
+    t = time.monotonic()
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_gpu.sh"), str(ROOT / "configs" / "qwen3-4b-h200.yaml")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "VLLM_HOST": "0.0.0.0"},
+    )
+    from bad_inputs import Result
+
+    return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t)
 
 
 def json_line(**row) -> str:
@@ -281,7 +441,7 @@ CHECKS: list[Check] = [
     ),
     # run directories
     Check("runs", "metrics.jsonl torn last line (report)", run_dir_metrics("torn")),
-    Check("runs", "metrics.jsonl bad middle line (trace)", run_dir_metrics("bad"), ("metrics.jsonl", "2")),
+    Check("runs", "metrics.jsonl bad middle line (report)", run_dir_metrics("bad"), ("metrics.jsonl", "2")),
     Check("runs", "trace of a missing run", lambda t: sesa("trace", str(t / "nope")), ("nope",)),
     # skill banks
     Check("bank", "show a missing bank", lambda t: sesa("bank", "show", str(t / "nope")), ("nope",)),
@@ -290,6 +450,35 @@ CHECKS: list[Check] = [
     Check("bank", "journal.json of the wrong shape", bank_damaged("journal.json", "{}"), ("journal.json",)),
     Check("bank", "skills.jsonl bad line", bank_damaged("skills.jsonl", "{oops\n"), ("skills.jsonl",)),
     Check("bank", "second writer while one holds the bank", bank_second_writer),
+    Check("bank", "show while a commit is pending", bank_pending),
+    # resume
+    Check("resume", "--steps below the committed steps", resume_with("--steps", "2"), ("--steps",)),
+    Check("resume", "--bank changed on --resume", resume_with("--bank", "off"), ("--bank",)),
+    Check(
+        "resume",
+        "--set of a method setting on --resume",
+        resume_with("--set", "solver.max_turns=9"),
+        ("--set solver.max_turns",),
+    ),
+    Check("resume", "--runs-dir with --resume", resume_with("--runs-dir", "elsewhere"), ("--runs-dir",)),
+    Check("resume", "torn last line of metrics.jsonl, finished run", torn_metrics_resume),
+    # search caches
+    Check("search", "damaged BM25 cache", bm25_cache_damaged),
     # the policy server
     Check("policy", "serve on a taken port", policy_taken_port, ("port",)),
+    Check("policy", "max_tokens -5", policy_request({"prompt": "Hi", "max_tokens": -5}, "max_tokens")),
+    Check(
+        "policy",
+        "temperature -1",
+        policy_request({"prompt": "Hi", "max_tokens": 4, "temperature": -1}, "temperature"),
+    ),
+    Check(
+        "policy",
+        "token id out of the vocabulary",
+        policy_request({"prompt": [10**6], "max_tokens": 4}, "vocabulary"),
+    ),
+    Check("policy", "unknown model name", policy_request({"model": "gpt-9", "prompt": "Hi"}, "embedded")),
+    Check("policy", "unsupported option echo", policy_request({"prompt": "Hi", "echo": True}, "echo")),
+    Check("policy", "one bad request among four concurrent", policy_batch_isolation),
+    Check("launch", "launch_gpu.sh with dev-mode endpoints on 0.0.0.0", launch_public_dev_mode, ("0.0.0.0",)),
 ]
