@@ -389,7 +389,30 @@ def fig_skills(run: Run, top: int = 12) -> Any:
     return fig
 
 
+def fig_learning_curve(run: Run) -> Any:
+    """Probe-set EM of the served solver per probed step, bank off and on, each point with its n."""
+    from sesa_runs.probe import probe_curve
+
+    c = probe_curve(run)
+    if c.empty:
+        return None
+    with _style():
+        fig, ax = _figure()
+        for mode, g in c.groupby("mode", sort=False):
+            ax.plot(g["step"], g["em"], "o-", color=MODE_COLOURS.get(mode), label=f"bank {mode}")
+            for x, y, n in zip(g["step"], g["em"], g["n"]):
+                ax.annotate(
+                    f"n={n}", (x, y), textcoords="offset points", xytext=(0, 5), fontsize=7, ha="center"
+                )
+        ax.set(title="Learning curve: probe-set EM", xlabel="step", ylabel="EM (%)")
+        ax.set_ylim(0, max(10.0, float(c["em"].max()) * 1.25))
+        _int_x(ax)
+        ax.legend()
+    return fig
+
+
 RUN_FIGURES: dict[str, Callable[[Run], Any]] = {
+    "learning_curve": fig_learning_curve,
     "rewards": fig_rewards,
     "proposals": fig_proposals,
     "frontier": fig_frontier,

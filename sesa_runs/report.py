@@ -223,6 +223,8 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
         )
     body.append(_tiles(tiles))
     caps = {
+        "learning_curve": "probe-set EM of the solver as served at each probed step, bank off and on "
+        "(train.probe_every)",
         "rewards": "mean reward per step of both policies",
         "proposals": "proposals per step; groups the solver got from the reuse pool instead",
         "frontier": "solver groups per step: the proposer is rewarded for the frontier (0 < p < 1)",

@@ -321,6 +321,12 @@ def build_run(root: Path, name: str = "tiny") -> Path:
                 "error": None,
             }
         line["bank_size"], line["bank_version"] = len(bank), bank.version
+        if step in (0, 2):  # the learning curve's probe evals (train.probe_every=2)
+            cells = {
+                m: {"em": 10.0 + step + (m == "on"), "score": 11.0, "n": 8, "errors": 0}
+                for m in ("off", "on")
+            }
+            line["probe"] = {"dataset": "probe", "questions": 8, "policy_version": step, **cells}
         metrics.append(line)
     bank.close()
     with open(run / "metrics.jsonl", "w") as f:
