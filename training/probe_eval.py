@@ -148,6 +148,8 @@ class ProbeEval:
 def summarize(report: dict[str, Any], modes: list[str]) -> dict[str, Any]:
     """Per mode EM and score (%, the unweighted mean over the report's datasets) with n and errors."""
     metrics = report["metrics"]
+    # the answerable subset (a gold answer within the search's reach, sesa_eval.answerability), where known
+    answerable = (report.get("answerable") or {}).get("metrics", {}).get("em", {})
     out: dict[str, Any] = {"complete": report.get("complete"), "aborted": report.get("aborted")}
     for mode in modes:
         em, score = metrics["em"][mode]["mean"], metrics["judge"][mode]["mean"]
@@ -157,6 +159,9 @@ def summarize(report: dict[str, Any], modes: list[str]) -> dict[str, Any]:
             "n": em["n"],
             "errors": em["errors"],
         }
+        if mode in answerable:
+            sub = answerable[mode]["mean"]
+            out[mode].update(em_answerable=_round(sub["mean"]), n_answerable=sub["n"])
     return out
 
 

@@ -100,8 +100,15 @@ def test_probes_run_at_due_steps_and_write_metrics_and_records(tmp_path, probe_f
             assert by_step[s]["items"] == 2  # the step's own numbers are kept beside the probe
             assert probe["policy_version"] == s and probe["bank_version"] == 1
             assert probe["questions"] == 4 and "error" not in probe
-            for mode in ("off", "on"):
-                assert probe[mode] == {"em": 50.0, "score": 50.0, "n": 4, "errors": 0}
+            for mode in ("off", "on"):  # the fake search only ever finds Paris: 1 answerable question
+                assert probe[mode] == {
+                    "em": 50.0,
+                    "score": 50.0,
+                    "n": 4,
+                    "errors": 0,
+                    "em_answerable": 100.0,
+                    "n_answerable": 1,
+                }
             assert probe["dir"] == f"probe/step-{s}"
             records = [json.loads(x) for x in (probe_dir(run, s) / "records.jsonl").read_text().splitlines()]
             assert sorted((r["mode"], r["id"]) for r in records) == sorted(
@@ -167,3 +174,39 @@ def test_a_probe_that_raises_is_recorded_as_an_error(tmp_path, probe_file):
 def test_a_missing_probe_set_fails_before_training(tmp_path):
     with pytest.raises(UserError, match="probe_every=0"):
         _probe(_cfg(tmp_path / "nope.jsonl"), _run(tmp_path))
+
+
+def test_the_orchestrator_loop_probes_due_steps_and_mirrors_them_to_the_tracker(tmp_path, probe_file):
+    from types import SimpleNamespace
+
+    from training.orchestrator import Orchestrator, StepSummary
+
+    run = _run(tmp_path)
+    cfg = _cfg(probe_file, probe_bank_modes=["off"])
+    orch = Orchestrator.__new__(Orchestrator)  # no servers: the loop with its steps scripted
+    orch.cfg, orch.run_dir, orch.probe = cfg, run, _probe(cfg, run)
+    orch.versions, orch.memory = {"proposer": 0, "solver": 0}, SimpleNamespace(version=3)
+    tracked = []
+    orch.tracker = SimpleNamespace(log_step=tracked.append)
+    orch.sync = SimpleNamespace(wait=lambda *a, **k: None, is_ready=lambda role, step: True)
+    orch.servers_dead = orch.finish = lambda: None
+
+    def sync_weights():  # the trainers publish version t before step t
+        orch.versions["solver"] += 1
+        return {}
+
+    def run_step(step, timing=None):
+        metrics = {"step": step, "items": 2}
+        append_record(run, metrics)
+        return StepSummary(step, metrics, 0.1)
+
+    orch.sync_weights, orch.run_step = sync_weights, run_step
+    shown = []
+    orch.run(0, lambda: None, shown.append)
+    assert [s.step for s in shown] == [0, 1, 2, 3]
+    assert [s.step for s in shown if "probe" in s.metrics] == [0, 2, 3]  # the live table sees them too
+    assert [(r["step"], r["probe"]["policy_version"]) for r in tracked] == [(0, 1), (2, 3), (3, 4)]
+    assert {r["probe"]["bank_version"] for r in tracked} == {3}
+    assert all(set(r) == {"step", "probe"} and r["probe"]["off"]["n"] == 4 for r in tracked)
+    by_step = read_metrics(run).by_step
+    assert [s for s in sorted(by_step) if "probe" in by_step[s]] == [0, 2, 3]
