@@ -228,6 +228,7 @@ def step_table(rows: list[dict[str, Any]]) -> Table:
         "bank",
         "queue",
         "consolid.",
+        "probe",  # EM % bank off/on
         "s",
     ):
         t.add_column(col, justify="right")
@@ -247,6 +248,7 @@ def step_table(rows: list[dict[str, Any]]) -> Table:
             (f"+{c['admitted']}" + (" err" if c.get("error") else ""))
             if c
             else ("started" if m.get("consolidation_started") else ""),
+            _probe(m.get("probe")),
             f"{m.get('seconds', 0):.0f}",
         )
     return t
@@ -257,6 +259,17 @@ def _frontier(m: dict[str, Any]) -> str:
     if "batch_frontier_groups" not in m:  # runs from before the batch was counted
         return str(m.get("frontier_groups", 0))
     return f"{m['batch_frontier_groups']} ({m.get('frontier_groups', 0)})"
+
+
+def _probe(p: dict[str, Any] | None) -> str:
+    """The learning curve's point of a probed step (training.probe_eval): EM % bank off / on."""
+    if not p:
+        return ""
+    if "error" in p:
+        return "failed"
+    return "/".join(
+        f"{p[m]['em']:.1f}" if (p.get(m) or {}).get("em") is not None else "-" for m in ("off", "on")
+    )
 
 
 def _f(x: float | None) -> str:
