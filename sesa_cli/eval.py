@@ -3,6 +3,8 @@
     sesa eval --data-dir ../shared/data/benchmarks --model embedded-warm --bank-modes off,on \\
         --bank runs/tiny-cpu/memory --limit 20
     sesa eval --data-dir ../shared/data/benchmarks --datasets bamboogle,nq --seeds 3 --limit 20
+    sesa eval --data-dir ../shared/data/benchmarks --model embedded-warm --bank runs/NAME \
+        --bank-modes closed,off,on,oracle --limit 20    # with the closed-book floor and open-book ceiling
     sesa eval --model Qwen/Qwen3-4B --base-url http://127.0.0.1:8000/v1 --search-backend http \\
         --search-url http://127.0.0.1:9000 --judge http://127.0.0.1:8001/v1 --judge-model Qwen/Qwen3-8B ...
     sesa eval compare evals/base evals/trained          # per-dataset deltas, regressions flagged
@@ -186,21 +188,34 @@ def _print_settings(rows: list[tuple[str, str, str]]) -> None:
     console.print(t)
 
 
-def print_report(report: dict) -> None:
-    from sesa_eval.report import METRIC_TITLES, METRICS, metric_table
+def _print_rows(title: str, rows: list[list[str]]) -> None:
+    t = Table(title=title, title_justify="left")
+    for i, h in enumerate(rows[0]):  # dataset names come from the data files: escaped, never markup
+        t.add_column(escape(str(h)), justify="left" if i == 0 else "right")
+    for r in rows[1:]:
+        t.add_row(*(escape(str(c)) for c in r))
+    console.print(t)
 
-    for metric in METRICS:
-        rows = metric_table(report, metric)
-        t = Table(
-            title=METRIC_TITLES[metric]
-            + (" = EM (--judge none)" if metric == "judge" and report["judge"] == "none" else ""),
-            title_justify="left",
+
+def print_report(report: dict) -> None:
+    from sesa_eval.report import METRIC_TITLES, METRICS, answerability_rows, metric_table, vs_off_table
+
+    if report.get("answerability"):
+        _print_rows(
+            f"Answerability (a gold answer in the top-{report.get('search_k')} for the question / for question + "
+            "answer), % (n)",
+            answerability_rows(report),
         )
-        for i, h in enumerate(rows[0]):  # dataset names come from the data files: escaped, never markup
-            t.add_column(escape(str(h)), justify="left" if i == 0 else "right")
-        for r in rows[1:]:
-            t.add_row(*(escape(str(c)) for c in r))
-        console.print(t)
+    for metric in METRICS:
+        title = METRIC_TITLES[metric] + (
+            " = EM (--judge none)" if metric == "judge" and report["judge"] == "none" else ""
+        )
+        _print_rows(title + ": all questions, then the answerable subset", metric_table(report, metric))
+    if any(report.get("vs_off", {}).get("judge", {}).values()):
+        _print_rows(
+            "Against mode off (judge score): delta [paired 95% CI] mde = smallest detectable difference (n)",
+            vs_off_table(report, ["judge"]),
+        )
     h = report.get("hygiene")
     if h:
         color = "green" if h["clean"] else "red"
@@ -439,11 +454,12 @@ def compare(
 
 
 def _print_comparison(c: Any) -> None:
-    from sesa_eval.compare import flag_text, fmt_ci
+    from sesa_eval.compare import flag_text, fmt_ci, fmt_mde
     from sesa_eval.report import METRIC_TITLES, fmt_cell, fmt_delta
 
     t = Table(
-        title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}",
+        title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}"
+        + (", answerable questions" if c.subset == "answerable" else ""),
         title_justify="left",
     )
     for col, just in (
@@ -452,9 +468,10 @@ def _print_comparison(c: Any) -> None:
         ("B", "right"),
         ("B - A", "right"),
         ("95% CI (paired)", "right"),
+        ("mde (n)", "right"),
         ("", "left"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=not col)  # the flag stays on one line (cut, not wrapped)
     for r in c.rows:
         name = "Mean" if r.dataset == "mean" else escape(display_name(r.dataset))
         d = fmt_delta(r.delta)
@@ -466,6 +483,7 @@ def _print_comparison(c: Any) -> None:
             fmt_cell(r.b),
             d,
             fmt_ci(r),
+            fmt_mde(r),
             f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]",
         )
     console.print(t)

@@ -5,6 +5,11 @@ two answers flip. When both evals' records are at hand and they ran the same que
 a paired bootstrap 95% interval over those questions (:mod:`sesa_eval.paired`), and a regression whose
 interval holds 0 is marked as not significant. With seeds on both sides, a delta within the combined
 seed std is marked as within seed noise.
+
+Each comparison comes twice, over all questions and over the answerable subset (the questions both
+evals' searches can reach, :mod:`sesa_eval.answerability`; evals from before answerability have no such
+subset and get only the first), and every interval carries its power figure ``mde``, the smallest
+difference the paired comparison could detect (:mod:`sesa_eval.paired`).
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sesa_eval.answerability import answerable_keys, read_answerability
 from sesa_eval.datasets import display_name, order_datasets
 from sesa_eval.paired import paired_intervals, read_records
-from sesa_eval.report import METRIC_TITLES, METRICS, fmt_cell, fmt_delta
+from sesa_eval.report import METRIC_TITLES, METRICS, SUBSETS, fmt_cell, fmt_delta
+from sesa_eval.settings import BANK_MODES
 from tools.errors import UserError
 
 
@@ -30,7 +37,7 @@ def load_report(ref: str | Path) -> tuple[dict[str, Any], str | None, str, Path]
     """(report, mode or None, label, the eval's directory) from ``DIR``, ``DIR:MODE`` or a report.json path."""
     text, mode = str(ref), None
     head, sep, tail = text.rpartition(":")
-    if sep and tail in ("off", "on", "placebo"):
+    if sep and tail in BANK_MODES:
         text, mode = head, tail
     p = Path(text)
     path = p if p.is_file() else p / "report.json"
@@ -56,6 +63,8 @@ class CompareRow:
     ci: tuple[float, float] | None = None
     """Paired bootstrap 95% interval of B - A over ``n_paired`` shared questions (None: no records)."""
     n_paired: int | None = None
+    mde: float | None = None
+    """The smallest B - A the paired comparison could detect at ``n_paired`` (80% power, alpha 0.05)."""
 
     @property
     def significant(self) -> bool | None:
@@ -71,6 +80,8 @@ class Comparison:
     rows: list[CompareRow] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Settings that differ between A and B and make the deltas mean less (judge, decoding, turns)."""
+    subset: str = "all"
+    """``all`` questions or the ``answerable`` ones."""
 
     @property
     def regressions(self) -> list[str]:
@@ -81,6 +92,7 @@ class Comparison:
             "metric": self.metric,
             "a": self.a_label,
             "b": self.b_label,
+            "subset": self.subset,
             "regressions": self.regressions,
             "rows": [{**vars(r), "significant": r.significant} for r in self.rows],
             "warnings": self.warnings,
@@ -93,7 +105,9 @@ def compare_reports(
     """Per-dataset deltas B - A (percentage points) for each bank mode both evals ran (or the modes
     named with ``DIR:MODE``). A dataset where B is below A by more than ``tolerance`` is a regression;
     with seeds on both sides, a delta within the combined std is marked as within seed noise. When both
-    evals' records are there, each row also gets a paired bootstrap 95% interval over shared questions."""
+    evals' records are there, each row also gets a paired bootstrap 95% interval over shared questions
+    and its mde. Each pair of modes gives one comparison over all questions, then (when both evals hold
+    answerability) one over the questions answerable in both."""
     if metric not in METRICS:
         raise CompareError(f"unknown metric {metric!r}; choose {', '.join(METRICS)}")
     ra, ma, la, da = load_report(a)
@@ -112,54 +126,79 @@ def compare_reports(
                 "name them, e.g. A:off B:on"
             )
     datasets = order_datasets([*ra["datasets"], *rb["datasets"]]) + ["mean"]
+    reach_a, reach_b = read_answerability(da), read_answerability(db)
+    keep = answerable_keys(reach_a) & answerable_keys(reach_b)
+    subsets = [s for s in SUBSETS if s == "all" or (reach_a and reach_b and s in ra and s in rb)]
     out = []
     for mode_a, mode_b in pairs:
-        ca, cb = ra["metrics"][metric][mode_a], rb["metrics"][metric][mode_b]
-        label_a = f"{la}:{mode_a}" if ma is None else la
-        label_b = f"{lb}:{mode_b}" if mb is None else lb
-        cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric))
-        shared_ds = [d for d in datasets if d != "mean" and d in ra["datasets"] and d in rb["datasets"]]
-        paired = (
-            paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds)
-            if recs_a is not None and recs_b is not None
-            else {}
-        )
-        for ds in datasets:
-            x, y = ca.get(ds), cb.get(ds)
-            have = x and y and x.get("mean") is not None and y.get("mean") is not None
-            delta = y["mean"] - x["mean"] if have else None
-            regression = delta is not None and delta < -tolerance
-            noise = (
-                have
-                and x.get("std") is not None
-                and y.get("std") is not None
-                and abs(delta) <= math.hypot(x["std"], y["std"])
-            )
-            note = []
-            if not have:
-                note.append("only in one eval" if (x or y) else "missing")
-            elif x.get("n") != y.get("n"):
-                note.append(f"n differs ({x['n']} vs {y['n']})")
-            if ds == "mean" and ra["datasets"] != rb["datasets"]:
-                note.append("different datasets")
-            p = paired.get(ds)
-            if p is not None and have and x.get("n") is not None and p["n"] < min(x["n"], y.get("n") or 0):
-                note.append(f"interval over the {p['n']} questions both ran")
-            cmp_.rows.append(
-                CompareRow(
-                    ds,
-                    x,
-                    y,
-                    delta,
-                    regression,
-                    bool(noise),
-                    "; ".join(note),
-                    ci=(p["lo"], p["hi"]) if p else None,
-                    n_paired=p["n"] if p else None,
+        for subset in subsets:
+            out.append(
+                _compare_modes(
+                    (ra, la, recs_a, mode_a, ma),
+                    (rb, lb, recs_b, mode_b, mb),
+                    metric,
+                    tolerance,
+                    datasets,
+                    subset,
+                    keep if subset == "answerable" else None,
                 )
             )
-        out.append(cmp_)
     return out
+
+
+def _compare_modes(
+    side_a: tuple, side_b: tuple, metric: str, tolerance: float, datasets: list[str], subset: str, keep: Any
+) -> Comparison:
+    """One comparison: each side is (report, label, records, mode, mode named by the user or None)."""
+    ra, la, recs_a, mode_a, ma = side_a
+    rb, lb, recs_b, mode_b, mb = side_b
+    pa, pb = (ra, rb) if subset == "all" else (ra[subset], rb[subset])
+    ca, cb = pa["metrics"][metric][mode_a], pb["metrics"][metric][mode_b]
+    label_a = f"{la}:{mode_a}" if ma is None else la
+    label_b = f"{lb}:{mode_b}" if mb is None else lb
+    cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric), subset=subset)
+    shared_ds = [d for d in datasets if d != "mean" and d in ra["datasets"] and d in rb["datasets"]]
+    paired = (
+        paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds, keep=keep)
+        if recs_a is not None and recs_b is not None
+        else {}
+    )
+    for ds in datasets:
+        x, y = ca.get(ds), cb.get(ds)
+        have = x and y and x.get("mean") is not None and y.get("mean") is not None
+        delta = y["mean"] - x["mean"] if have else None
+        regression = delta is not None and delta < -tolerance
+        noise = (
+            have
+            and x.get("std") is not None
+            and y.get("std") is not None
+            and abs(delta) <= math.hypot(x["std"], y["std"])
+        )
+        note = []
+        if not have:
+            note.append("only in one eval" if (x or y) else "missing")
+        elif x.get("n") != y.get("n"):
+            note.append(f"n differs ({x['n']} vs {y['n']})")
+        if ds == "mean" and ra["datasets"] != rb["datasets"]:
+            note.append("different datasets")
+        p = paired.get(ds)
+        if p is not None and have and x.get("n") is not None and p["n"] < min(x["n"], y.get("n") or 0):
+            note.append(f"interval over the {p['n']} questions both ran")
+        cmp_.rows.append(
+            CompareRow(
+                ds,
+                x,
+                y,
+                delta,
+                regression,
+                bool(noise),
+                "; ".join(note),
+                ci=(p["lo"], p["hi"]) if p else None,
+                n_paired=p["n"] if p else None,
+                mde=p.get("mde") if p else None,
+            )
+        )
+    return cmp_
 
 
 def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: str) -> list[str]:
@@ -169,6 +208,11 @@ def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: s
 
 def fmt_ci(r: CompareRow) -> str:
     return "–" if r.ci is None else f"[{r.ci[0]:+.1f}, {r.ci[1]:+.1f}]"
+
+
+def fmt_mde(r: CompareRow) -> str:
+    """``5.1 (300)``: the smallest detectable difference and the pairs behind it."""
+    return "–" if r.mde is None else f"{r.mde:.1f} ({r.n_paired})"
 
 
 def flag_text(r: CompareRow) -> str:
@@ -187,15 +231,16 @@ def flag_text(r: CompareRow) -> str:
 def render_comparison(c: Comparison) -> str:
     """Markdown table of one comparison; regressions are flagged with ▼."""
     lines = [
-        f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`",
+        f"### {METRIC_TITLES[c.metric]}: B = `{c.b_label}` vs A = `{c.a_label}`"
+        + (", answerable questions" if c.subset == "answerable" else ""),
         "",
-        "| dataset | A | B | B - A | 95% CI (paired) | |",
-        "|---|---:|---:|---:|---:|---|",
+        "| dataset | A | B | B - A | 95% CI (paired) | mde (n) | |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in c.rows:
         name = "Mean" if r.dataset == "mean" else display_name(r.dataset)
         lines.append(
-            f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {fmt_delta(r.delta)} | {fmt_ci(r)} | "
+            f"| {name} | {fmt_cell(r.a)} | {fmt_cell(r.b)} | {fmt_delta(r.delta)} | {fmt_ci(r)} | {fmt_mde(r)} | "
             f"{flag_text(r)} |"
         )
     regs = [display_name(d) for d in c.regressions if d != "mean"]

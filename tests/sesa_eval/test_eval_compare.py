@@ -42,7 +42,7 @@ def test_compare_flags_regressions(tmp_path):
     assert deltas == {"nq": 2.0, "hotpotqa": 0.0, "bamboogle": -8.0, "mean": pytest.approx(-2.0)}
     assert c.regressions == ["bamboogle", "mean"]  # equal is not a regression
     text = render_comparison(c)
-    assert "| Bamboogle | 20.0 (100) | 12.0 (100) | -8.0 | – | ▼ regression |" in text
+    assert "| Bamboogle | 20.0 (100) | 12.0 (100) | -8.0 | – | – | ▼ regression |" in text
     assert "B is below A on: Bamboogle" in text
 
 
