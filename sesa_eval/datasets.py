@@ -5,19 +5,23 @@ A dataset file has one JSON object per line::
     {"id": "test_49", "question": "Who is the mother of the father of Barack Obama?",
      "golden_answers": ["Habiba Akumu Nyanjango"]}
 
-Datasets are named: ``nq`` is ``<data-dir>/nq.jsonl``. A name can also be the path of a ``.jsonl`` file,
+Datasets are named: ``nq`` is ``<data-dir>/nq.jsonl``; ``probe`` is the packaged, frozen probe set
+(``sesa_eval/data/probe-v1.jsonl``, docs/PROBE.md), no ``--data-dir`` needed. A name can also be the path of a ``.jsonl`` file,
 or ``hf:<repo>[:<config>[:<split>]]`` for a Hugging Face dataset (online only; default split ``test``),
 e.g. ``hf:RUC-NLPIR/FlashRAG_datasets:nq:test``. Bad rows are errors that name the file and line, never
 rows skipped in silence: a benchmark score over an unknown subset cannot be compared with anything.
 
 The hygiene check asks whether any evaluation question already appears in text the system trained on
 or retrieves from (the training target pool, the skill bank), as an exact substring and after
-SQuAD-style normalization (lowercase, no punctuation or articles, collapsed spaces; whole words).
+SQuAD-style normalization (lowercase, no punctuation or articles, collapsed spaces; whole words). For
+probe questions it also checks the held-out split itself: every article a probe question uses is held
+out, and none is in the self-play target pool or among the warm-up's articles.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -40,6 +44,12 @@ DISPLAY_NAMES = {
     "musique": "MuSiQue",
     "bamboogle": "Bamboogle",
 }
+
+
+PROBE = "probe"
+PROBE_FILE = Path(__file__).parent / "data" / "probe-v1.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 class DatasetError(UserError, ValueError):
@@ -86,6 +96,8 @@ def resolve_dataset(ref: str, data_dir: str | Path | None) -> tuple[str, Path | 
         parts = ref[3:].split(":")
         name = parts[1] if len(parts) > 1 and parts[1] else parts[0].rsplit("/", 1)[-1]
         return name, ref
+    if ref == PROBE:  # before the data dir: a file of that name there must not pass for the probe set
+        return PROBE, PROBE_FILE
     known = known_datasets(data_dir)
     if ref in known:
         return ref, known[ref]
@@ -350,6 +362,9 @@ def hygiene_report(
         sections.append(check_contamination(questions, read_target_pool(p), f"target pool {p}"))
     if skills is not None:
         sections.append(check_contamination(questions, skill_texts(skills), bank_label))
+    probes = [q for q in questions if q.dataset == PROBE]
+    if probes:
+        sections.append(check_probe_split(probes))
     return {
         "questions": len(questions),
         "checked": [s.source for s in sections],
@@ -358,3 +373,47 @@ def hygiene_report(
         "sections": [s.to_json() for s in sections],
         "clean": all(s.normalized == 0 for s in sections),
     }
+
+
+def check_probe_split(questions: Sequence[EvalQuestion], probe_file: Path = PROBE_FILE) -> HygieneSection:
+    """Whether the held-out split still holds for these probe questions: every article a question uses
+    (its row's ``articles``) is held out, and none is a self-play target (``build_embedded_pool``) or a
+    warm-up article (``training.warmup.corpus.load_articles``); no gold answer is a pool target either.
+    A hit means someone broke an exclusion, and the probe set no longer measures held-out skill."""
+    from sesa_graph.heldout import SPLIT_VERSION, is_held_out
+    from sesa_graph.targets import build_embedded_pool
+    from training.warmup.corpus import load_articles
+
+    rows = {
+        str(r["id"]): r for r in (json.loads(line) for line in probe_file.read_text("utf-8").splitlines())
+    }
+    pool = {normalize_answer(t.answer) for t in build_embedded_pool()}
+    warm = {a.title for a in load_articles()}
+    sec = HygieneSection(source=f"probe held-out split {SPLIT_VERSION}", texts=len(questions))
+    for q in questions:
+        row = rows.get(q.id)
+        if row is None:
+            why = f"id not in {probe_file.name}"
+        else:
+            arts = list(row.get("articles") or [])
+            why = (
+                ("no articles listed" if not arts else "")
+                or next((f"{t!r} not held out" for t in arts if not is_held_out(t)), "")
+                or next((f"{t!r} in the target pool" for t in arts if normalize_answer(t) in pool), "")
+                or next((f"{t!r} in the warm-up articles" for t in arts if t in warm), "")
+                or next(
+                    (f"answer {g!r} is a pool target" for g in q.golds if normalize_answer(g) in pool), ""
+                )
+            )
+        if why:
+            sec.normalized += 1
+            sec.hits.append(HygieneHit(q.dataset, q.id, q.question, sec.source, why))
+    if sec.hits:
+        log.error(
+            "%d probe question(s) use articles the trainer can see (first: %s: %s); the held-out exclusion "
+            "is broken (sesa_graph.heldout, sesa_graph.targets, training.warmup.corpus)",
+            len(sec.hits),
+            sec.hits[0].id,
+            sec.hits[0].match,
+        )
+    return sec
