@@ -80,8 +80,19 @@ async def solve_control(
     question: str, ctx: RolloutContext, control: str, oracle_doc: dict[str, Any] | None = None
 ) -> SolveState:
     """One rollout of ``question`` under a control (``closed`` or ``oracle``); the final state."""
-    return await control_graph.ainvoke(
+    state = await control_graph.ainvoke(
         {"question": question, "control": control, "oracle_doc": oracle_doc},
         context=ctx,
         config={"recursion_limit": recursion_limit(ctx.spec.max_turns)},
     )
+    turns = state.get("turns") or []
+    if (
+        control == "closed"
+        and state.get("status") == "max_tokens"
+        and turns
+        and turns[-1]["kind"] == "search"
+    ):
+        # the loop names a search on a last turn taken before the turn limit 'max_tokens'; closed-book it
+        # is a search with none left, which is what 'max_turns' means
+        state["status"] = "max_turns"
+    return state
