@@ -33,6 +33,7 @@ from typing import Any
 from filelock import FileLock
 
 from sesa_graph.embedded import EMBEDDED, resolve_policy_model
+from sesa_graph.heldout import SPLIT_VERSION
 from tools.assets import sesa_home
 
 log = logging.getLogger(__name__)
@@ -263,6 +264,7 @@ def _train(
         "base_model": model,
         "base_path": str(base),
         "examples": len(rows),
+        "heldout_split": SPLIT_VERSION,  # examples leave these articles out; a new split needs a new warm-up
         "examples_by_kind": dict(sorted(kinds.items())),
         "epochs": epochs,
         "steps": trainer.state.global_step,
