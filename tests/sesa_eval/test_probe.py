@@ -67,7 +67,7 @@ def test_frozen_probe_set_shape():
     for r in ROWS:
         assert r["generator"] == GENERATOR and r["split"] == SPLIT_VERSION
         assert (r["hops"], r["seen_form"]) == FORMS[r["form"]][:2]
-        assert len(r["articles"]) == len(set(r["articles"])) == (r["hops"] if r["form"] != "h1_named" else 1)
+        assert len(r["articles"]) == len(set(r["articles"])) == r["hops"]
 
 
 def test_every_probe_answer_is_readable_in_its_held_out_article():
