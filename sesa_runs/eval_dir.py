@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from sesa_eval.answerability import read_answerability
 from sesa_eval.report import METRICS, aggregate, headline_modes
 from sesa_graph.fsutil import read_jsonl
 from sesa_runs.files import (
@@ -117,6 +118,20 @@ class Eval:
             "turns_json": json.dumps(turns),
             "searches_json": json.dumps(searches) if searches is not None else None,
         }
+
+    def answerability(self) -> pd.DataFrame:
+        """One row per question of ``answerability.jsonl`` (:mod:`sesa_eval.answerability`): dataset, id,
+        reach_question, reach_oracle, answerable and the answer-bearing doc's title (empty before it existed)."""
+        rows = [
+            {
+                **{k: r.get(k) for k in ("dataset", "id", "reach_question", "reach_oracle", "answerable")},
+                "doc_title": (r.get("doc") or {}).get("title"),
+                "doc_via": (r.get("doc") or {}).get("via"),
+            }
+            for r in read_answerability(self.path).values()
+        ]
+        cols = ["dataset", "id", "reach_question", "reach_oracle", "answerable", "doc_title", "doc_via"]
+        return pd.DataFrame(rows, columns=cols)
 
     def rollout(self, key: str) -> dict[str, Any]:
         df = self.records()

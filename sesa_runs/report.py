@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from sesa_graph import statuses
+from sesa_runs.eval_tables import eval_tables_html
 from sesa_runs.load import Eval, Run, open_dir, truthy
 from sesa_runs.plots import (
     EVAL_FIGURES,
@@ -392,6 +393,7 @@ def _eval_page(ev: Eval, saved: list[str], empty: list[str]) -> str:
                 set(range(1, len(modes) + 2)),
             ),
         ]
+    body.append(eval_tables_html(rep))
     caps = {"scores": "score per dataset and bank mode", "outcomes": "how rollouts ended, per bank mode"}
     body += [
         "<h2>Plots</h2>",

@@ -13,6 +13,8 @@ from sesa_eval.report import render_markdown
 from sesa_graph.config import SolverConfig
 from sesa_graph.policy.base import GenerationResult
 from sesa_graph.rollout.judge import Judge
+from sesa_runs.eval_dir import Eval
+from sesa_runs.eval_tables import eval_tables_html
 from tools.corpus import Doc
 
 
@@ -152,6 +154,10 @@ async def test_oracle_gives_the_answer_bearing_doc_first_and_counts_the_rest(tmp
     md = render_markdown(rep)
     assert "## Answerability" in md and "| All | 7 | 14.3 (1) | 14.3 (1) | 14.3 (1) | 6 |" in md
     assert "| off, answerable |" in md and "oracle - off, exact match, answerable" in md
+    ev = Eval(out.out_dir)  # what sesa report and the notebooks read
+    assert ev.answerability().set_index("id").loc["a1", "doc_title"] == "Paris"
+    page = eval_tables_html(ev.report)
+    assert "<h2>Answerability</h2>" in page and "oracle - off, judge score, answerable" in page
 
 
 def test_mde_from_the_discordant_rate():
