@@ -69,6 +69,17 @@ def is_complete(path: Path) -> bool:
     return (path / COMPLETE).exists()
 
 
+def is_current(path: Path) -> bool:
+    """Complete and built with today's held-out split: an older warm model has seen the probe set's articles."""
+    try:
+        return (
+            is_complete(path)
+            and json.loads((path / SUMMARY).read_text()).get("heldout_split") == SPLIT_VERSION
+        )
+    except (OSError, ValueError):
+        return False
+
+
 def auto_threads() -> int:
     """Torch CPU threads: the cores not already busy (1-minute load average), at least 1. On a shared
     machine oversubscribed threads make each step several times slower than one thread."""
@@ -109,12 +120,16 @@ def run_warmup(
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
     target = Path(out) if out is not None else warm_dir(model)
-    if is_complete(target) and not force:
+    if is_current(target) and not force:
         echo(f"reusing {target} (built before; --force rebuilds)")
         return target
+    if is_complete(target) and not force:
+        echo(
+            f"rebuilding {target}: it was built before held-out split {SPLIT_VERSION}, so it has seen probe articles"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
-        if is_complete(target) and not force:  # another process built it while we waited
+        if is_current(target) and not force:  # another process built it while we waited
             echo(f"reusing {target} (built by another process)")
             return target
         tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")

@@ -133,3 +133,28 @@ def test_any_small_model_by_path(home, tmp_path):
     summary = json.loads((out / "warmup.json").read_text())
     assert summary["base_model"] == str(src) and summary["steps"] == 1
     assert (out / "model.safetensors").exists() and (out / "tokenizer_config.json").exists()
+
+
+def test_a_warm_model_built_before_the_heldout_split_is_rebuilt(home, monkeypatch):
+    """An older warm-up trained on the probe set's articles: it is rebuilt, a current one is reused."""
+    import training.warmup.sft as sft
+    from sesa_graph.heldout import SPLIT_VERSION
+
+    built = []
+
+    def fake_train(model, out, **kw):
+        built.append(model)
+        out.mkdir(parents=True)
+        return {"base_model": model, "heldout_split": SPLIT_VERSION}
+
+    monkeypatch.setattr(sft, "_train", fake_train)
+    old = warm_dir("embedded")
+    old.mkdir(parents=True)
+    (old / sft.SUMMARY).write_text(json.dumps({"base_model": "embedded"}))  # no heldout_split: before it
+    (old / sft.COMPLETE).write_text("embedded\n")
+    assert is_complete(old) and not sft.is_current(old)
+    messages = []
+    assert run_warmup("embedded", echo=messages.append) == old and built == ["embedded"]
+    assert sft.is_current(old) and "held-out split" in messages[0]
+    run_warmup("embedded", echo=messages.append)
+    assert built == ["embedded"] and messages[-1].startswith("reusing")
