@@ -173,6 +173,8 @@ def build_report(
     done = sum(1 for r in records if r.get("status") != "error")
     keep = answerable_keys(answerability or {})
     sub = [r for r in records if f"{r['dataset']}/{r['id']}" in keep]
+    # a dataset without an answerable question has no subset cell; the subset's Mean is over the others
+    sub_ds = [d for d in datasets if any(k.startswith(f"{d}/") for k in keep)]
     return {
         "format": 1,
         "name": settings.name,
@@ -195,8 +197,9 @@ def build_report(
         "metrics": {m: aggregate(records, datasets, modes, f) for m, f in METRICS.items()},
         "vs_off": vs_off(records, datasets, modes),
         "answerable": {
-            "metrics": {m: aggregate(sub, datasets, modes, f) for m, f in METRICS.items()},
-            "vs_off": vs_off(records, datasets, modes, keep),
+            "datasets": sub_ds,
+            "metrics": {m: aggregate(sub, sub_ds, modes, f) for m, f in METRICS.items()},
+            "vs_off": vs_off(records, sub_ds, modes, keep),
         },
         "answerability": summary(answerability or {}, data) if data is not None else None,
         "no_oracle_doc": dict(no_oracle_doc) if no_oracle_doc and "oracle" in modes else None,
@@ -249,7 +252,7 @@ def metric_table(report: Mapping[str, Any], metric: str) -> list[list[str]]:
             if mode in per_mode:
                 cells = per_mode[mode]
                 label = mode if subset == "all" else f"{mode}, {subset}"
-                rows.append([label, *[fmt_cell(cells[d]) for d in ds], fmt_cell(cells["mean"])])
+                rows.append([label, *[fmt_cell(cells.get(d)) for d in ds], fmt_cell(cells["mean"])])
     return rows
 
 
@@ -333,7 +336,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"- datasets: {', '.join(report['datasets'])}"
         + (f" (first {report['limit']} each)" if report.get("limit") else ""),
         "",
-        "Scores are percentages; `(n)` is the number of questions behind each cell"
+        "Scores are percentages; `(n)` is the number of questions behind each cell; rows `MODE, answerable` "
+        "hold the questions a search can answer (see Answerability; their Mean is over the datasets that "
+        "have any)"
         + (" (`n×seeds` with seeds; ± is the std over seeds)" if "seed" in report["decoding"] else "")
         + ". Mean = unweighted mean of the dataset columns.",
         "",

@@ -6,6 +6,7 @@ import pytest
 from eval_fakes import ListSearch, ScriptedSolver
 
 from sesa_eval.answerability import ensure_answerability, reach_rows
+from sesa_eval.compare import compare_reports, render_comparison
 from sesa_eval.datasets import EvalQuestion
 from sesa_eval.harness import EvalSettings, evaluate
 from sesa_eval.paired import min_detectable, paired_intervals
@@ -154,6 +155,10 @@ async def test_oracle_gives_the_answer_bearing_doc_first_and_counts_the_rest(tmp
     md = render_markdown(rep)
     assert "## Answerability" in md and "| All | 7 | 14.3 (1) | 14.3 (1) | 14.3 (1) | 6 |" in md
     assert "| off, answerable |" in md and "oracle - off, exact match, answerable" in md
+    all_, ans = compare_reports(f"{out.out_dir}:off", f"{out.out_dir}:oracle", metric="em")
+    assert (all_.subset, ans.subset) == ("all", "answerable")
+    alpha = {r.dataset: r for r in ans.rows}["alpha"]
+    assert alpha.n_paired == 1 and alpha.mde is not None and "mde (n)" in render_comparison(ans)
     ev = Eval(out.out_dir)  # what sesa report and the notebooks read
     assert ev.answerability().set_index("id").loc["a1", "doc_title"] == "Paris"
     page = eval_tables_html(ev.report)
