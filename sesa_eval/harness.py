@@ -222,7 +222,9 @@ async def evaluate(
         setup_s = time.perf_counter() - t_setup
         run = RunResult(planned=len(tasks), cached=cached, keys=keys)
         if progress is not None:
-            progress.start(data, settings.bank_modes, len(settings.seed_list), cached, store)
+            progress.start(
+                data, settings.bank_modes, len(settings.seed_list), cached, store, plan.no_oracle_doc
+            )
         t_run = time.perf_counter()
         try:
             await run_tasks(

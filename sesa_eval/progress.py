@@ -38,7 +38,16 @@ class EvalProgress:
         self.sums: dict[tuple[str, str], list[float]] = {}
         self.modes: list[str] = []
 
-    def start(self, data: dict, modes: list[str], n_seeds: int, cached: dict[str, int], store: Any) -> None:
+    def start(
+        self,
+        data: dict,
+        modes: list[str],
+        n_seeds: int,
+        cached: dict[str, int],
+        store: Any,
+        skipped: Any = None,
+    ) -> None:
+        """``skipped``: dataset -> questions one mode does not run (mode oracle without a document)."""
         self.modes = list(modes)
         ids = {(ds, q.id) for ds, qs in data.items() for q in qs}
         for rec in store.latest.values():
@@ -47,7 +56,7 @@ class EvalProgress:
         for ds, qs in data.items():
             self.tasks[ds] = self.progress.add_task(
                 display_name(ds),
-                total=len(qs) * len(modes) * n_seeds,
+                total=(len(qs) * len(modes) - (skipped or {}).get(ds, 0)) * n_seeds,
                 completed=cached.get(ds, 0),
                 scores=self._scores(ds),
             )
