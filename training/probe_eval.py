@@ -9,6 +9,8 @@ it (the two share the CPU).
 
 Where it goes:
 
+- ``runs/NAME/probe/<set>.jsonl``: the questions every probe of the run asks (``train.probe_limit`` of them,
+  evenly spaced over the set);
 - ``runs/NAME/probe/step-N/``: the eval directory (``records.jsonl`` per question and mode, ``report.*``),
   openable like any eval (``sesa report runs/NAME/probe/step-N``);
 - ``metrics.jsonl``: step t's record again with ``"probe": {...}`` added (EM and score in % per mode, with
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import RunConfig
+from sesa_graph.fsutil import write_jsonl_atomic
 from tools.errors import UserError
 from training.metrics_log import append_record, read_metrics
 
@@ -45,6 +48,14 @@ def probe_steps(every: int, steps: int) -> list[int]:
     if every <= 0:
         return []
     return sorted({s for s in range(0, steps, every)} | {steps - 1})
+
+
+def spread(questions: list[Any], limit: int | None) -> list[Any]:
+    """``limit`` questions evenly spaced over the set, in its order (the probe set is ordered by hops and
+    question form, so its first ``limit`` would all be of one kind); all of them without a limit."""
+    if limit is None or limit >= len(questions):
+        return list(questions)
+    return [questions[i * len(questions) // limit] for i in range(limit)]
 
 
 def probe_dir(run_dir: str | Path, step: int) -> Path:
@@ -76,12 +87,20 @@ class ProbeEval:
         self.steps = set(probe_steps(cfg.train.probe_every, cfg.train.steps))
         self.modes = probe_modes(cfg)
         try:  # now, not after the first step's rollouts
-            data = load_datasets([cfg.train.probe_dataset], None, cfg.train.probe_limit)
+            ((name, questions),) = load_datasets([cfg.train.probe_dataset], None).items()
         except UserError as exc:
             raise UserError(
                 f"train.probe_dataset: {exc}\n(set train.probe_every=0 to train without the learning curve)"
             ) from None
-        self.questions = sum(len(v) for v in data.values())
+        picked = spread(questions, cfg.train.probe_limit)
+        self.questions = len(picked)
+        # the questions every probe of this run asks, as a dataset file of the probe set's name
+        self.dataset = self.run_dir / PROBE_DIR / f"{name}.jsonl"
+        self.dataset.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(
+            self.dataset,
+            [{"id": q.id, "question": q.question, "golden_answers": list(q.golds)} for q in picked],
+        )
 
     def due(self, step: int) -> bool:
         return step in self.steps
@@ -121,8 +140,7 @@ class ProbeEval:
         settings = EvalSettings(
             name=out.name,
             out_root=out.parent,
-            datasets=[cfg.train.probe_dataset],
-            limit=cfg.train.probe_limit,
+            datasets=[str(self.dataset)],
             bank_modes=self.modes,
             bank=self.run_dir / "bank" if "on" in self.modes else None,
             top_k=cfg.memory.top_k,

@@ -17,7 +17,7 @@ from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.policy.factory import make_judge
 from tools.errors import UserError
 from training.metrics_log import append_record, read_metrics
-from training.probe_eval import ProbeEval, probe_dir, probe_steps
+from training.probe_eval import ProbeEval, probe_dir, probe_steps, spread
 
 
 @pytest.fixture(autouse=True)
@@ -83,6 +83,16 @@ def test_probe_steps_are_the_first_every_kth_and_the_last():
     assert probe_steps(5, 3) == [0, 2]
     assert probe_steps(3, 1) == [0]
     assert probe_steps(0, 4) == []
+
+
+def test_a_limit_takes_questions_evenly_spaced_over_the_set(tmp_path, probe_file):
+    assert spread(list(range(330)), 4) == [0, 82, 165, 247]
+    assert spread([1, 2], 5) == [1, 2] and spread([1, 2], None) == [1, 2]
+    run = _run(tmp_path)
+    probe = _steps(_probe(_cfg(probe_file, probe_limit=2, probe_bank_modes=["off"]), run), run, [0])[0]
+    assert probe["questions"] == 2 and probe["off"]["n"] == 2
+    asked = [json.loads(x)["id"] for x in (run / "probe" / "probe-test.jsonl").read_text().splitlines()]
+    assert asked == ["p1", "p3"]
 
 
 def test_probes_run_at_due_steps_and_write_metrics_and_records(tmp_path, probe_file):
@@ -165,7 +175,7 @@ def test_a_failed_probe_is_recorded_and_training_goes_on(tmp_path, probe_file):
 def test_a_probe_that_raises_is_recorded_as_an_error(tmp_path, probe_file):
     run = _run(tmp_path)
     probe_eval = _probe(_cfg(probe_file, probe_bank_modes=["off"]), run)
-    probe_file.unlink()  # gone after the start-up check
+    probe_eval.dataset.unlink()  # the run's copy of the questions, gone after the start-up check
     probe = _steps(probe_eval, run, [0])[0]
     assert "DatasetError" in probe["error"] and "off" not in probe
     assert read_metrics(run).by_step[0]["probe"] == probe
