@@ -406,6 +406,8 @@ def fig_learning_curve(run: Run) -> Any:
                 )
         ax.set(title="Learning curve: probe-set EM", xlabel="step", ylabel="EM (%)")
         ax.set_ylim(0, max(10.0, float(c["em"].max()) * 1.25))
+        last = max(int(c["step"].max()), int((run.config.get("train") or {}).get("steps") or 1) - 1)
+        ax.set_xlim(-0.5, last + 0.5)  # the whole run, so a run in progress shows how far the curve got
         _int_x(ax)
         ax.legend()
     return fig
