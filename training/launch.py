@@ -379,6 +379,9 @@ def phase_split(rows: list[dict[str, Any]], phases: dict[str, float]) -> dict[st
         "rollouts_s": round(sum(m.get("seconds", 0.0) for m in rows), 1),
         "grpo_updates_s": round(sum(waits[1:]) + phases.get("last_update_s", 0.0), 1),
         "weight_sync_s": round(sum(sum((m.get("weight_sync_s") or {}).values()) for m in rows), 2),
+        # the learning curve's evals (train.probe_every): they run while the trainers update, so the wait
+        # that follows one is shorter and grpo_updates_s leaves them out
+        "probe_evals_s": round(sum((m.get("probe") or {}).get("seconds", 0.0) for m in rows), 1),
     }
 
 

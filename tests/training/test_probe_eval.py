@@ -220,3 +220,16 @@ def test_the_orchestrator_loop_probes_due_steps_and_mirrors_them_to_the_tracker(
     assert all(set(r) == {"step", "probe"} and r["probe"]["off"]["n"] == 4 for r in tracked)
     by_step = read_metrics(run).by_step
     assert [s for s in sorted(by_step) if "probe" in by_step[s]] == [0, 2, 3]
+
+
+def test_the_run_summary_counts_the_probe_evals_time():
+    from training.launch import _probe, phase_split
+
+    rows = [
+        {"step": 0, "probe": {"seconds": 12.5, "off": {"em": 5.0}}},
+        {"step": 1},
+        {"step": 2, "probe": {}},
+    ]
+    assert phase_split(rows, {})["probe_evals_s"] == 12.5
+    assert [_probe(r.get("probe")) for r in rows] == ["5.0/-", "", ""]
+    assert _probe({"error": "EvalError: down"}) == "failed"
