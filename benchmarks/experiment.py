@@ -1,0 +1,177 @@
+"""The ablation as one command: the warm base, the SSP-style arm and SESA, same budget, N seeds, one table.
+
+    .venv/bin/python benchmarks/experiment.py --steps 4 --seeds 2 [--data-dir ../shared/data/benchmarks]
+                                              [--limit 50] [--name exp] [--engine vllm|local]
+
+For each seed: ``sesa train --name NAME-ssp-sS --bank off --proposer-reward 1-p --steps N --set seed=S`` (the
+SSP-style arm) and ``sesa train --name NAME-sesa-sS --steps N --set seed=S`` (SESA), on the default config
+otherwise; then ``sesa eval`` of each trained solver (SSP: bank off; SESA: its own bank, on) and of the
+warm base (bank off), on the probe set (held out from training, see docs/PROBE.md) and, with --data-dir,
+the seven benchmarks. Every piece resumes: a finished run or eval is skipped, an interrupted run is
+continued with ``--resume``, an interrupted eval from its record cache; re-running the command finishes
+what is missing and rewrites the table.
+
+The table (``evals/NAME-table.md`` and ``.json``): EM per dataset for each arm (the mean over seeds of each
+question's EM), the probe set on all its questions and the benchmarks on their answerable subset (the base
+eval's answerability, :mod:`sesa_eval.answerability`), and paired 95% intervals with the smallest
+detectable difference (:func:`sesa_eval.paired.paired_intervals`): SSP - base, SESA - base, SESA - SSP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
+COMPARISONS = (("ssp", "base"), ("sesa", "base"), ("sesa", "ssp"))
+ARM_FLAGS = {"ssp": ["--bank", "off", "--proposer-reward", "1-p"], "sesa": []}
+
+
+def sesa(args: list[str], log: Path) -> None:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        out.write(f"\n$ sesa {' '.join(args)}\n")
+        out.flush()
+        rc = subprocess.call(
+            [sys.executable, "-m", "sesa_cli.main", *args], cwd=ROOT, env=env, stdout=out, stderr=out
+        )
+    if rc != 0:
+        sys.exit(
+            f"`sesa {' '.join(args)}` failed with exit code {rc}; see {log}. Re-run this command to resume."
+        )
+
+
+def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
+    run = a.runs_dir / f"{a.name}-{arm}-s{seed}"
+    if (run / "summary.json").is_file():
+        return run
+    common = ["--runs-dir", str(a.runs_dir), *(["--engine", a.engine] if a.engine else [])]
+    if (run / "config.yaml").is_file():
+        sesa(["train", "--resume", str(run), *common[2:]], log)
+    else:
+        sesa(
+            [
+                "train",
+                "--name",
+                run.name,
+                "--steps",
+                str(a.steps),
+                "--set",
+                f"seed={seed}",
+                *ARM_FLAGS[arm],
+                *common,
+            ],
+            log,
+        )
+    return run
+
+
+def evaluate(name: str, model: str, bank: Path | None, a: argparse.Namespace, log: Path) -> Path:
+    args = [
+        "eval",
+        "--name",
+        name,
+        "--out-root",
+        str(a.evals_dir),
+        "--model",
+        model,
+        "--datasets",
+        ",".join(a.datasets),
+    ]
+    args += ["--bank-modes", "on", "--bank", str(bank)] if bank else ["--bank-modes", "off"]
+    args += ["--data-dir", str(a.data_dir)] if a.data_dir else []
+    args += ["--limit", str(a.limit)] if a.limit else []
+    args += ["--engine", a.engine] if a.engine else []
+    sesa(args, log)
+    return a.evals_dir / name
+
+
+def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
+    from sesa_eval.answerability import answerable_keys, read_answerability
+    from sesa_eval.paired import paired_intervals, per_question, read_records
+
+    records = {arm: [r for d in dirs for r in (read_records(d) or [])] for arm, dirs in evals.items()}
+    mode = {"base": "off", "ssp": "off", "sesa": "on"}
+    reach = read_answerability(evals["base"][0])
+    # the probe set's answers are in the corpus by construction; the benchmarks count where they can be reached
+    keep = answerable_keys(reach) | {
+        f"probe/{q}" for q in per_question(records["base"], "off", "em").get("probe", {})
+    }
+    out: dict = {"em": {}, "n": {}, "pairs": {}}
+    for arm, recs in records.items():
+        em = per_question(recs, mode[arm], "em", keep)
+        out["em"][arm] = {ds: 100.0 * sum(v.values()) / len(v) for ds, v in em.items() if v}
+        out["n"][arm] = {ds: len(v) for ds, v in em.items()}
+    for b, a in COMPARISONS:
+        out["pairs"][f"{b} - {a}"] = paired_intervals(
+            records[a], records[b], mode[a], mode[b], "em", datasets, keep=keep
+        )
+    return out
+
+
+def render(t: dict, datasets: list[str], header: str) -> str:
+    def cell(ds: str, arm: str) -> str:
+        v = t["em"][arm].get(ds)
+        return "-" if v is None else f"{v:.1f} (n={t['n'][arm][ds]})"
+
+    def pair(ds: str, key: str) -> str:
+        p = t["pairs"][key].get(ds)
+        return "-" if p is None else f"{p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] mde {p['mde']:.1f}"
+
+    cols = ["base", "ssp", "sesa", *t["pairs"]]
+    lines = [header, "", "| dataset | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for ds in [*datasets, "mean"]:
+        cells = [cell(ds, arm) for arm in ("base", "ssp", "sesa")] + [pair(ds, k) for k in t["pairs"]]
+        lines.append(f"| {ds}{' (answerable)' if ds in BENCHMARKS else ''} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=4, help="Self-play steps of each trained arm (the budget).")
+    ap.add_argument("--seeds", type=int, default=1, help="Seeds per trained arm.")
+    ap.add_argument("--name", default="exp", help="Prefix of the runs and evals.")
+    ap.add_argument(
+        "--data-dir", type=Path, default=None, help="Benchmark JSONL directory (adds the seven benchmarks)."
+    )
+    ap.add_argument("--limit", type=int, default=None, help="Questions per dataset (default: all).")
+    ap.add_argument(
+        "--engine", choices=("vllm", "local"), default=None, help="Default: the config's backends."
+    )
+    ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs")
+    ap.add_argument("--evals-dir", type=Path, default=ROOT / "evals")
+    a = ap.parse_args(argv)
+    if a.steps < 1 or a.seeds < 1:
+        ap.error(f"--steps and --seeds must be at least 1 (got {a.steps}, {a.seeds})")
+    a.datasets = ["probe", *(BENCHMARKS if a.data_dir else ())]
+    log = a.evals_dir / f"{a.name}-log.txt"
+    t0 = time.monotonic()
+    evals = {"base": [evaluate(f"{a.name}-base", "embedded-warm", None, a, log)], "ssp": [], "sesa": []}
+    for seed in range(a.seeds):
+        for arm in ("ssp", "sesa"):
+            run = train(arm, seed, a, log)
+            bank = run / "bank" if arm == "sesa" else None
+            evals[arm].append(
+                evaluate(f"{a.name}-{arm}-s{seed}", str(run / "policies" / "solver"), bank, a, log)
+            )
+    t = table(evals, a.datasets)
+    header = (
+        f"# {a.name}: warm base vs SSP-style arm vs SESA, {a.steps} steps x {a.seeds} seed(s); "
+        f"EM %, paired 95% intervals (points) with the smallest detectable difference (mde); "
+        f"this invocation {time.monotonic() - t0:.0f} s"
+    )
+    text = render(t, a.datasets, header)
+    (a.evals_dir / f"{a.name}-table.md").write_text(text)
+    (a.evals_dir / f"{a.name}-table.json").write_text(json.dumps(t, indent=1))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""benchmarks/experiment.py's table: arms' EM over seeds, the answerable subset, paired intervals."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import experiment
+
+
+def _eval_dir(root: Path, name: str, mode: str, em: dict[tuple[str, str], float], reach=None) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    rows = [
+        {
+            "key": f"{ds}/{q}/{mode}/greedy",
+            "dataset": ds,
+            "id": q,
+            "mode": mode,
+            "seed": None,
+            "status": "answered",
+            "em": v,
+        }
+        for (ds, q), v in em.items()
+    ]
+    (d / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if reach is not None:
+        (d / "answerability.jsonl").write_text(
+            "".join(
+                json.dumps({"key": f"{ds}/{q}", "answerable": ok}) + "\n" for (ds, q), ok in reach.items()
+            )
+        )
+    return d
+
+
+def test_table_pairs_arms_on_the_probe_and_the_answerable_subset(tmp_path):
+    probe = [("probe", str(i)) for i in range(10)]
+    nq = [("nq", str(i)) for i in range(10)]
+    reach = {k: int(k[1]) < 5 for k in nq}  # nq/0..4 answerable
+    base = _eval_dir(tmp_path, "base", "off", {**{k: 0.0 for k in probe}, **{k: 0.0 for k in nq}}, reach)
+    ssp = _eval_dir(
+        tmp_path, "ssp", "off", {**{k: float(i < 2) for i, k in enumerate(probe)}, **{k: 0.0 for k in nq}}
+    )
+    # two SESA seeds: per question the mean over seeds
+    s0 = _eval_dir(tmp_path, "s0", "on", {**{k: 1.0 for k in probe}, **{k: 1.0 for k in nq}})
+    s1 = _eval_dir(
+        tmp_path, "s1", "on", {**{k: float(i < 5) for i, k in enumerate(probe)}, **{k: 1.0 for k in nq}}
+    )
+    t = experiment.table({"base": [base], "ssp": [ssp], "sesa": [s0, s1]}, ["probe", "nq"])
+    assert t["em"]["sesa"]["probe"] == pytest.approx(75.0) and t["em"]["ssp"]["probe"] == pytest.approx(20.0)
+    assert t["n"]["base"] == {"probe": 10, "nq": 5}  # nq: only its answerable questions
+    p = t["pairs"]["sesa - base"]["nq"]
+    assert p["n"] == 5 and p["delta"] == pytest.approx(100.0) and p["lo"] > 0
+    assert t["pairs"]["sesa - ssp"]["probe"]["delta"] == pytest.approx(55.0)
+    text = experiment.render(t, ["probe", "nq"], "# x")
+    assert "| nq (answerable) | 0.0 (n=5)" in text and "sesa - ssp" in text and "| mean |" in text
+
+
+def test_bad_budgets_are_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--steps", "0"])
+    assert e.value.code == 2 and "--steps and --seeds must be at least 1" in capsys.readouterr().err
