@@ -137,8 +137,8 @@ def test_any_small_model_by_path(home, tmp_path):
 
 def test_a_warm_model_built_before_the_heldout_split_is_rebuilt(home, monkeypatch):
     """An older warm-up trained on the probe set's articles: it is rebuilt, a current one is reused."""
-    import training.warmup.sft as sft
     from sesa_graph.heldout import SPLIT_VERSION
+    from training.warmup import sft
 
     built = []
 
