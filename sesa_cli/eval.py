@@ -189,7 +189,7 @@ def _print_settings(rows: list[tuple[str, str, str]]) -> None:
 
 
 def _print_rows(title: str, rows: list[list[str]]) -> None:
-    t = Table(title=title, title_justify="left")
+    t = Table(title=escape(title), title_justify="left")
     for i, h in enumerate(rows[0]):  # dataset names come from the data files: escaped, never markup
         t.add_column(escape(str(h)), justify="left" if i == 0 else "right")
     for r in rows[1:]:

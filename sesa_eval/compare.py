@@ -157,7 +157,8 @@ def _compare_modes(
     label_a = f"{la}:{mode_a}" if ma is None else la
     label_b = f"{lb}:{mode_b}" if mb is None else lb
     cmp_ = Comparison(metric, label_a, label_b, warnings=_setting_differences(ra, rb, metric), subset=subset)
-    shared_ds = [d for d in datasets if d != "mean" and d in pa["datasets"] and d in pb["datasets"]]
+    in_a, in_b = pa.get("datasets", ra["datasets"]), pb.get("datasets", rb["datasets"])
+    shared_ds = [d for d in datasets if d != "mean" and d in in_a and d in in_b]
     paired = (
         paired_intervals(recs_a, recs_b, mode_a, mode_b, METRICS[metric], shared_ds, keep=keep)
         if recs_a is not None and recs_b is not None
