@@ -59,11 +59,15 @@ async def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
     return await defaults.served_solver_context(runtime.context)
 
 
-def build_solve_graph():
-    # the declared context schema is what a server sends (JSON); programmatic callers pass a RolloutContext,
-    # which LangGraph hands through as it is
-    g = StateGraph(SolveState, context_schema=StudioConfig, input_schema=SolveInput)
-    g.add_node("start", start)
+def build_solve_graph(
+    first: Any = None, state: Any = SolveState, context: Any = StudioConfig, inputs: Any = SolveInput
+):
+    """The solver loop; ``first`` replaces its start node (the eval's controls begin a rollout differently).
+
+    The declared context schema is what a server sends (JSON); programmatic callers pass a RolloutContext,
+    which LangGraph hands through as it is."""
+    g = StateGraph(state, context_schema=context, input_schema=inputs)
+    g.add_node("start", first or start)
     g.add_node("agent", agent)
     g.add_node("search", search)
     g.add_edge(START, "start")

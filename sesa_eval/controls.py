@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 
 from graphs.contexts import recursion_limit
-from graphs.solve import agent, search
+from graphs.solve import build_solve_graph
 from sesa_graph import prompts, protocol
 from sesa_graph.rollout.loop import RolloutContext, initial_state
 from sesa_graph.state import SolveState
@@ -63,17 +62,7 @@ async def start(state: ControlState, runtime: Runtime[RolloutContext]) -> dict[s
     return {**st, "completion_ids": ids, "env_mask": [0] * len(ids), "logprobs": [0.0] * len(ids)}
 
 
-def _build():
-    g = StateGraph(ControlState, context_schema=RolloutContext)
-    g.add_node("start", start)
-    g.add_node("agent", agent)
-    g.add_node("search", search)
-    g.add_edge(START, "start")
-    g.add_edge("start", "agent")
-    return g.compile()
-
-
-control_graph = _build()
+control_graph = build_solve_graph(start, ControlState, RolloutContext, ControlState)
 
 
 async def solve_control(
