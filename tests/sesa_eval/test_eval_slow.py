@@ -45,7 +45,7 @@ async def test_real_eval_two_bamboogle_questions(tmp_path, monkeypatch):
     assert rep["complete"] and rep["metrics"]["judge"]["off"]["bamboogle"]["n"] == 2
     assert rep["timing"]["computed"] == 2 and rep["timing"]["questions_per_minute"] > 0
     md = (out.out_dir / "report.md").read_text()
-    assert "| bank mode | Bamboogle | Mean |" in md and "(2)" in md
+    assert "| mode | Bamboogle | Mean |" in md and "(2)" in md
     again = await evaluate(s)  # everything cached: nothing recomputed
     assert again.run.computed == 0 and again.report["timing"]["cached"] == 2
 

@@ -51,6 +51,9 @@ def test_a_complete_dir_is_reused_without_training(home):
     out = warm_dir("embedded")
     out.mkdir(parents=True)
     (out / ".complete").write_text("embedded\n")
+    from sesa_graph.heldout import SPLIT_VERSION
+
+    (out / "warmup.json").write_text(json.dumps({"base_model": "embedded", "heldout_split": SPLIT_VERSION}))
     assert run_warmup("embedded", examples=3) == out  # nothing is loaded or trained
 
 
