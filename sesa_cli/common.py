@@ -109,7 +109,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 def check_engine(engine: str) -> str:
     if engine not in ("vllm", "local"):
-        raise typer.BadParameter(f"--engine must be vllm or local, got {engine!r}")
+        raise UserError(f"--engine must be vllm or local, got {engine!r}")
     return engine
 
 
