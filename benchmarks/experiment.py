@@ -109,6 +109,11 @@ def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
         em = per_question(recs, mode[arm], "em", keep)
         out["em"][arm] = {ds: 100.0 * sum(v.values()) / len(v) for ds, v in em.items() if v}
         out["n"][arm] = {ds: len(v) for ds, v in em.items()}
+        if datasets and all(
+            ds in out["em"][arm] for ds in datasets
+        ):  # the unweighted mean, like the report's
+            out["em"][arm]["mean"] = sum(out["em"][arm][ds] for ds in datasets) / len(datasets)
+            out["n"][arm]["mean"] = sum(out["n"][arm][ds] for ds in datasets)
     for b, a in COMPARISONS:
         out["pairs"][f"{b} - {a}"] = paired_intervals(
             records[a], records[b], mode[a], mode[b], "em", datasets, keep=keep

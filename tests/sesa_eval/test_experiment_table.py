@@ -50,7 +50,8 @@ def test_table_pairs_arms_on_the_probe_and_the_answerable_subset(tmp_path):
     )
     t = experiment.table({"base": [base], "ssp": [ssp], "sesa": [s0, s1]}, ["probe", "nq"])
     assert t["em"]["sesa"]["probe"] == pytest.approx(75.0) and t["em"]["ssp"]["probe"] == pytest.approx(20.0)
-    assert t["n"]["base"] == {"probe": 10, "nq": 5}  # nq: only its answerable questions
+    assert t["n"]["base"] == {"probe": 10, "nq": 5, "mean": 15}  # nq: only its answerable questions
+    assert t["em"]["sesa"]["mean"] == pytest.approx((75.0 + 100.0) / 2)
     p = t["pairs"]["sesa - base"]["nq"]
     assert p["n"] == 5 and p["delta"] == pytest.approx(100.0) and p["lo"] > 0
     assert t["pairs"]["sesa - ssp"]["probe"]["delta"] == pytest.approx(55.0)
