@@ -12,6 +12,7 @@ from eval_fakes import BENCHMARKS, USER_SESA_HOME
 
 from sesa_eval.harness import EvalSettings, evaluate
 from sesa_graph.config import JudgeConfig, SolverConfig
+from sesa_graph.model_config import PolicyConfig
 
 
 @pytest.mark.slow
@@ -78,6 +79,9 @@ async def test_real_eval_bank_on_reruns_only_what_a_new_skill_changes(tmp_path, 
         judge=JudgeConfig(kind="none"),
         solver=SolverConfig(max_turns=2, max_tokens_per_turn=64),
         concurrency=2,
+        # the point is the record cache over a real bank; the vLLM path is the test above (a server start for
+        # each of the three evaluations cost 50 s of CI)
+        policy=PolicyConfig(backend="local"),
     )
     first = await evaluate(s)
     on = next(
