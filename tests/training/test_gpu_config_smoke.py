@@ -120,7 +120,20 @@ def fixed_endpoint(tmp_path):
 
     model = thinking_model_dir(tmp_path / "thinking")
     port = free_port()
-    args = ["policy", "serve", "--engine", "local", "--model", str(model), "--port", str(port)]
+    # one torch thread: beside two vLLM servers and two trainers on 2 cores, two threads ran a batch several
+    # times slower (benchmarks/load_policy_server.py)
+    args = [
+        "policy",
+        "serve",
+        "--engine",
+        "local",
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+    ]
     url = f"http://127.0.0.1:{port}/v1"
     with _serve(args, tmp_path / "fixed.log", f"{url}/models"):
         yield url, model
