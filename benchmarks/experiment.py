@@ -1,20 +1,23 @@
 """The ablation as one command: the warm base, the SSP-style arm and SESA, same budget, N seeds, one table.
 
     .venv/bin/python benchmarks/experiment.py --steps 4 --seeds 2 [--data-dir ../shared/data/benchmarks]
-                                              [--limit 50] [--name exp] [--engine vllm|local]
+                                              [--limit 50] [--controls] [--name exp] [--engine vllm|local]
 
 For each seed: ``sesa train --name NAME-ssp-sS --bank off --proposer-reward 1-p --steps N --set seed=S`` (the
 SSP-style arm) and ``sesa train --name NAME-sesa-sS --steps N --set seed=S`` (SESA), on the default config
-otherwise; then ``sesa eval`` of each trained solver (SSP: bank off; SESA: its own bank, on) and of the
-warm base (bank off), on the probe set (held out from training, see docs/PROBE.md) and, with --data-dir,
-the seven benchmarks. Every piece resumes: a finished run or eval is skipped, an interrupted run is
-continued with ``--resume``, an interrupted eval from its record cache; re-running the command finishes
-what is missing and rewrites the table.
+otherwise; then ``sesa eval`` of each trained solver (SSP: bank off; SESA: its own bank, on; with
+--controls also closed, off and oracle) and of the warm base (bank off): on the probe set (held out from
+training, see docs/PROBE.md; every question) and, with --data-dir, the seven benchmarks (``--subset
+answerable``: only the questions whose gold answer the search can reach get rollouts). Every piece
+resumes: a finished run or eval is skipped, an interrupted run is continued with ``--resume``, an
+interrupted eval from its record cache; re-running the command finishes what is missing and rewrites the
+table.
 
 The table (``evals/NAME-table.md`` and ``.json``): EM per dataset for each arm (the mean over seeds of each
 question's EM), the probe set on all its questions and the benchmarks on their answerable subset (the base
 eval's answerability, :mod:`sesa_eval.answerability`), and paired 95% intervals with the smallest
-detectable difference (:func:`sesa_eval.paired.paired_intervals`): SSP - base, SESA - base, SESA - SSP.
+detectable difference (:func:`sesa_eval.paired.paired_intervals`): SSP - base, SESA - base, SESA - SSP;
+with --controls, SESA's solver in the four modes side by side.
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
 COMPARISONS = (("ssp", "base"), ("sesa", "base"), ("sesa", "ssp"))
 ARM_FLAGS = {"ssp": ["--bank", "off", "--proposer-reward", "1-p"], "sesa": []}
+CONTROL_MODES = ("closed", "off", "on", "oracle")
+CONTROL_NAMES = {
+    "closed": "floor: no search",
+    "off": "search, no skills",
+    "on": "search + its bank",
+    "oracle": "ceiling: the answer-bearing document first",
+}
 
 
 def sesa(args: list[str], log: Path) -> None:
@@ -73,24 +83,29 @@ def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
     return run
 
 
-def evaluate(name: str, model: str, bank: Path | None, a: argparse.Namespace, log: Path) -> Path:
-    args = [
-        "eval",
-        "--name",
-        name,
-        "--out-root",
-        str(a.evals_dir),
-        "--model",
-        model,
-        "--datasets",
-        ",".join(a.datasets),
-    ]
-    args += ["--bank-modes", "on", "--bank", str(bank)] if bank else ["--bank-modes", "off"]
-    args += ["--data-dir", str(a.data_dir)] if a.data_dir else []
-    args += ["--limit", str(a.limit)] if a.limit else []
-    args += ["--engine", a.engine] if a.engine else []
-    sesa(args, log)
-    return a.evals_dir / name
+def evaluate(
+    name: str, model: str, modes: list[str], bank: Path | None, a: argparse.Namespace, log: Path
+) -> list[Path]:
+    """The probe set on all its questions; with --data-dir, the benchmarks on their answerable subset
+    (``--subset answerable``: on the embedded corpus about 3 in 4 benchmark questions have no gold answer
+    in the search's reach, and their rollouts would only dilute the table)."""
+    parts = [(f"{name}-probe", ["--datasets", "probe"])]
+    if a.data_dir:
+        parts.append(
+            (
+                f"{name}-bench",
+                ["--data-dir", str(a.data_dir), "--datasets", ",".join(BENCHMARKS), "--subset", "answerable"]
+                + (["--limit", str(a.limit)] if a.limit else []),
+            )
+        )
+    out = []
+    for part, data in parts:
+        args = ["eval", "--name", part, "--out-root", str(a.evals_dir), "--model", model, *data]
+        args += ["--bank-modes", ",".join(modes)] + (["--bank", str(bank)] if bank else [])
+        args += ["--engine", a.engine] if a.engine else []
+        sesa(args, log)
+        out.append(a.evals_dir / part)
+    return out
 
 
 def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
@@ -99,7 +114,7 @@ def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
 
     records = {arm: [r for d in dirs for r in (read_records(d) or [])] for arm, dirs in evals.items()}
     mode = {"base": "off", "ssp": "off", "sesa": "on"}
-    reach = read_answerability(evals["base"][0])
+    reach = {k: v for d in evals["base"] for k, v in read_answerability(d).items()}
     # the probe set's answers are in the corpus by construction; the benchmarks count where they can be reached
     keep = answerable_keys(reach) | {
         f"probe/{q}" for q in per_question(records["base"], "off", "em").get("probe", {})
@@ -118,6 +133,12 @@ def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
         out["pairs"][f"{b} - {a}"] = paired_intervals(
             records[a], records[b], mode[a], mode[b], "em", datasets, keep=keep
         )
+    # the controls that bracket SESA's solver: floor, without and with its bank, ceiling (paired questions)
+    out["controls"] = {
+        m: {ds: (100.0 * sum(v.values()) / len(v), len(v)) for ds, v in em.items() if v}
+        for m in CONTROL_MODES
+        if (em := per_question(records["sesa"], m, "em", keep))
+    }
     return out
 
 
@@ -135,6 +156,20 @@ def render(t: dict, datasets: list[str], header: str) -> str:
     for ds in [*datasets, "mean"]:
         cells = [cell(ds, arm) for arm in ("base", "ssp", "sesa")] + [pair(ds, k) for k in t["pairs"]]
         lines.append(f"| {ds}{' (answerable)' if ds in BENCHMARKS else ''} | " + " | ".join(cells) + " |")
+    if len(t.get("controls") or {}) > 1:  # SESA ran more than its own mode
+        modes = list(t["controls"])
+        lines += [
+            "",
+            "Controls, SESA's solver: " + ", ".join(f"{m} ({CONTROL_NAMES[m]})" for m in modes),
+            "",
+            "| dataset | " + " | ".join(modes) + " |",
+            "|---" * (len(modes) + 1) + "|",
+        ]
+        for ds in datasets:
+            cells = [
+                "-" if (c := t["controls"][m].get(ds)) is None else f"{c[0]:.1f} (n={c[1]})" for m in modes
+            ]
+            lines.append(f"| {ds}{' (answerable)' if ds in BENCHMARKS else ''} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -146,7 +181,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--data-dir", type=Path, default=None, help="Benchmark JSONL directory (adds the seven benchmarks)."
     )
-    ap.add_argument("--limit", type=int, default=None, help="Questions per dataset (default: all).")
+    ap.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="First N questions of each benchmark, of which the answerable ones run (default: all).",
+    )
+    ap.add_argument(
+        "--controls",
+        action="store_true",
+        help="Evaluate SESA's solver in all four modes (closed-book floor, bank off, on, open-book ceiling), "
+        "paired, and add the controls table (the SESA eval costs 4x).",
+    )
     ap.add_argument(
         "--engine", choices=("vllm", "local"), default=None, help="Default: the config's backends."
     )
@@ -158,14 +204,18 @@ def main(argv: list[str] | None = None) -> None:
     a.datasets = ["probe", *(BENCHMARKS if a.data_dir else ())]
     log = a.evals_dir / f"{a.name}-log.txt"
     t0 = time.monotonic()
-    evals = {"base": [evaluate(f"{a.name}-base", "embedded-warm", None, a, log)], "ssp": [], "sesa": []}
+    evals = {
+        "base": evaluate(f"{a.name}-base", "embedded-warm", ["off"], None, a, log),
+        "ssp": [],
+        "sesa": [],
+    }
     for seed in range(a.seeds):
         for arm in ("ssp", "sesa"):
             run = train(arm, seed, a, log)
             bank = run / "bank" if arm == "sesa" else None
-            evals[arm].append(
-                evaluate(f"{a.name}-{arm}-s{seed}", str(run / "policies" / "solver"), bank, a, log)
-            )
+            modes = (list(CONTROL_MODES) if a.controls else ["on"]) if arm == "sesa" else ["off"]
+            solver = str(run / "policies" / "solver")
+            evals[arm] += evaluate(f"{a.name}-{arm}-s{seed}", solver, modes, bank, a, log)
     t = table(evals, a.datasets)
     header = (
         f"# {a.name}: warm base vs SSP-style arm vs SESA, {a.steps} steps x {a.seeds} seed(s); "

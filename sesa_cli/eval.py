@@ -240,6 +240,7 @@ def eval_main(
     data_dir: Annotated[Path | None, typer.Option(help=_h(_E, "data_dir"))] = None,
     datasets: Annotated[str | None, typer.Option(help=_h(_E, "datasets"))] = None,
     limit: Annotated[int | None, typer.Option(help=_h(_E, "limit"))] = None,
+    subset: Annotated[str | None, typer.Option(help=_h(_E, "subset"))] = None,
     model: Annotated[
         str | None,
         typer.Option(help=_h(_P, "model", " With --base-url: the model name the endpoint serves.")),
@@ -323,6 +324,7 @@ def eval_main(
         "data_dir": data_dir,
         "datasets": _csv(datasets),
         "limit": limit,
+        "subset": subset,
         "bank_modes": _csv(bank_modes),
         "bank": bank,
         "top_k": top_k,
@@ -366,7 +368,8 @@ def eval_main(
     def on_start(info: dict) -> None:
         n = sum(info["datasets"].values())
         console.print(
-            f"{n} questions in {len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
+            f"{n} {'answerable ' if info['subset'] == 'answerable' else ''}questions in "
+            f"{len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
             f"{sum(info['cached'].values())} cached in {settings.out_dir}",
             markup=False,
         )

@@ -175,7 +175,13 @@ async def evaluate(
         reach = await ensure_answerability(
             all_q, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
         )
-        plan = plan_tasks(data, settings.bank_modes, settings.seed_list, store, memories, reach)
+        run_data = data
+        if settings.subset == "answerable":  # the rest are counted in the report's answerability table
+            run_data = {
+                ds: [q for q in qs if reach.get(question_key(q.dataset, q.id), {}).get("answerable")]
+                for ds, qs in data.items()
+            }
+        plan = plan_tasks(run_data, settings.bank_modes, settings.seed_list, store, memories, reach)
         tasks, cached, keys = plan.tasks, plan.cached, plan.keys
         if plan.stale:
             log.info(
@@ -188,7 +194,8 @@ async def evaluate(
         if on_start is not None:
             on_start(
                 {
-                    "datasets": {k: len(v) for k, v in data.items()},
+                    "datasets": {k: len(v) for k, v in run_data.items()},
+                    "subset": settings.subset,
                     "tasks": len(tasks),
                     "cached": cached,
                     "stale": plan.stale,
@@ -223,7 +230,7 @@ async def evaluate(
         run = RunResult(planned=len(tasks), cached=cached, keys=keys)
         if progress is not None:
             progress.start(
-                data, settings.bank_modes, len(settings.seed_list), cached, store, plan.no_oracle_doc
+                run_data, settings.bank_modes, len(settings.seed_list), cached, store, plan.no_oracle_doc
             )
         t_run = time.perf_counter()
         try:

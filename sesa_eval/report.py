@@ -194,6 +194,7 @@ def build_report(
         "datasets": datasets,
         "modes": modes,
         "limit": settings.limit,
+        "subset": settings.subset,
         "metrics": {m: aggregate(records, datasets, modes, f) for m, f in METRICS.items()},
         "vs_off": vs_off(records, datasets, modes),
         "answerable": {
@@ -334,7 +335,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         if bank
         else "- bank: none",
         f"- datasets: {', '.join(report['datasets'])}"
-        + (f" (first {report['limit']} each)" if report.get("limit") else ""),
+        + (f" (first {report['limit']} each)" if report.get("limit") else "")
+        + (
+            "; rollouts on the answerable questions only (--subset answerable)"
+            if report.get("subset") == "answerable"
+            else ""
+        ),
         "",
         "Scores are percentages; `(n)` is the number of questions behind each cell; rows `MODE, answerable` "
         "hold the questions a search can answer (see Answerability; their Mean is over the datasets that "

@@ -42,6 +42,13 @@ class EvalSettings(BaseModel):
         '({"id", "question", "golden_answers"} per line), named by file stem.',
     )
     limit: int | None = Field(None, ge=1, description="Evaluate the first N questions of each dataset.")
+    subset: Literal["all", "answerable"] = Field(
+        "all",
+        description="Questions that get rollouts: all, or only the answerable ones (a gold answer within the "
+        "search's reach, computed first and cheaply; see sesa_eval/answerability.py). 'answerable' spends "
+        "the rollouts where an agent can score: on the embedded 10k-article corpus about 1 benchmark "
+        "question in 10 (the rest are counted in the report, not run).",
+    )
     bank_modes: list[BankMode] = Field(
         default_factory=lambda: ["off"],
         description="Modes to run side by side (paired: same questions and seeds), comma-separated: off "

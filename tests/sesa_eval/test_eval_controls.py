@@ -176,3 +176,18 @@ def test_mde_from_the_discordant_rate():
     assert min_detectable(0.0, 100) == pytest.approx(2.80, abs=0.01)
     # the answerable subset: only the kept questions are paired
     assert paired_intervals(a, b, "off", "on", "em", ["d"], keep={"d/4", "d/5"})["d"]["n"] == 2
+
+
+async def test_subset_answerable_runs_only_the_reachable_questions_and_counts_the_rest(tmp_path, data_dir):
+    s = settings(tmp_path, data_dir, subset="answerable", solver=SolverConfig(max_turns=2))
+    out = await evaluate(s, policy=AlwaysSearches(), search=ListSearch(), judge=Judge(None))
+    recs = [json.loads(x) for x in (out.out_dir / "records.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in recs] == ["alpha/a1/off/greedy"]  # a1 alone has its gold in the search's reach
+    rep = out.report
+    assert rep["answerability"]["all"]["n"] == 7 and rep["complete"]  # every question is still counted
+    assert rep["metrics"]["em"]["off"]["alpha"]["n"] == 1 and rep["subset"] == "answerable"
+    assert "answerable questions only (--subset answerable)" in render_markdown(rep)
+    # the same eval over all questions reuses the answerable one's record
+    s = settings(tmp_path, data_dir, solver=SolverConfig(max_turns=2))
+    out = await evaluate(s, policy=AlwaysSearches(), search=ListSearch(), judge=Judge(None))
+    assert out.run.cached and out.report["metrics"]["em"]["off"]["alpha"]["n"] == 4

@@ -57,6 +57,26 @@ def test_table_pairs_arms_on_the_probe_and_the_answerable_subset(tmp_path):
     assert t["pairs"]["sesa - ssp"]["probe"]["delta"] == pytest.approx(55.0)
     text = experiment.render(t, ["probe", "nq"], "# x")
     assert "| nq (answerable) | 0.0 (n=5)" in text and "sesa - ssp" in text and "| mean |" in text
+    assert "Controls" not in text  # SESA ran in mode on only
+
+
+def test_controls_bracket_sesa_on_the_same_questions(tmp_path):
+    probe = [("probe", str(i)) for i in range(4)]
+    base = _eval_dir(tmp_path, "base", "off", dict.fromkeys(probe, 0.0))
+    runs = {
+        m: _eval_dir(tmp_path, m, m, {k: float(i < n) for i, k in enumerate(probe)})
+        for m, n in (("closed", 0), ("off", 1), ("on", 2), ("oracle", 4))
+    }
+    t = experiment.table({"base": [base], "ssp": [runs["off"]], "sesa": list(runs.values())}, ["probe"])
+    assert t["controls"] == {
+        "closed": {"probe": (0.0, 4)},
+        "off": {"probe": (25.0, 4)},
+        "on": {"probe": (50.0, 4)},
+        "oracle": {"probe": (100.0, 4)},
+    }
+    assert t["em"]["sesa"]["probe"] == 50.0  # the arm's own cell is still its mode on
+    text = experiment.render(t, ["probe"], "# x")
+    assert "| dataset | closed | off | on | oracle |" in text and "| probe | 0.0 (n=4) | 25.0 (n=4)" in text
 
 
 def test_bad_budgets_are_refused(capsys):
