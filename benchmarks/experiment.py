@@ -108,17 +108,45 @@ def evaluate(
     return out
 
 
+SLICES = ("probe 1-hop", "probe 2-hop", "probe 3-hop", "probe seen forms", "probe unseen forms")
+
+
+def probe_slices() -> dict[str, tuple[str, ...]]:
+    """Probe question id -> its slices: its hop count, and whether its form overlaps the warm-up's templates
+    (docs/PROBE.md: seen-ness is confounded with hops, so compare within a hop)."""
+    from sesa_eval.datasets import PROBE_FILE
+    from sesa_graph.fsutil import read_jsonl
+
+    return {
+        str(r["id"]): (f"probe {r['hops']}-hop", f"probe {'seen' if r['seen_form'] else 'unseen'} forms")
+        for r in read_jsonl(PROBE_FILE)
+    }
+
+
+def with_slices(records: list[dict], slices: dict[str, tuple[str, ...]]) -> list[dict]:
+    """``records`` plus a copy of each probe record per slice, under the slice's name as its dataset."""
+    return records + [
+        {**r, "dataset": s}
+        for r in records
+        if r.get("dataset") == "probe"
+        for s in slices.get(str(r["id"]), ())
+    ]
+
+
 def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
     from sesa_eval.answerability import answerable_keys, read_answerability
     from sesa_eval.paired import paired_intervals, per_question, read_records
 
-    records = {arm: [r for d in dirs for r in (read_records(d) or [])] for arm, dirs in evals.items()}
+    slices = probe_slices()
+    records = {
+        arm: with_slices([r for d in dirs for r in (read_records(d) or [])], slices)
+        for arm, dirs in evals.items()
+    }
     mode = {"base": "off", "ssp": "off", "sesa": "on"}
     reach = {k: v for d in evals["base"] for k, v in read_answerability(d).items()}
     # the probe set's answers are in the corpus by construction; the benchmarks count where they can be reached
-    keep = answerable_keys(reach) | {
-        f"probe/{q}" for q in per_question(records["base"], "off", "em").get("probe", {})
-    }
+    probe_ids = per_question(records["base"], "off", "em").get("probe", {})
+    keep = answerable_keys(reach) | {f"{ds}/{q}" for q in probe_ids for ds in ("probe", *slices.get(q, ()))}
     out: dict = {"em": {}, "n": {}, "pairs": {}}
     for arm, recs in records.items():
         em = per_question(recs, mode[arm], "em", keep)
@@ -129,10 +157,15 @@ def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
         ):  # the unweighted mean, like the report's
             out["em"][arm]["mean"] = sum(out["em"][arm][ds] for ds in datasets) / len(datasets)
             out["n"][arm]["mean"] = sum(out["n"][arm][ds] for ds in datasets)
+    parts = [s for s in SLICES if s in out["em"]["base"]]
     for b, a in COMPARISONS:
         out["pairs"][f"{b} - {a}"] = paired_intervals(
             records[a], records[b], mode[a], mode[b], "em", datasets, keep=keep
         )
+        if parts:  # the slices' own pairs; their mean would count the probe twice
+            whole = paired_intervals(records[a], records[b], mode[a], mode[b], "em", parts, keep=keep)
+            out["pairs"][f"{b} - {a}"].update({s: whole[s] for s in parts if s in whole})
+    out["slices"] = parts
     # the controls that bracket SESA's solver: floor, without and with its bank, ceiling (paired questions)
     out["controls"] = {
         m: {ds: (100.0 * sum(v.values()) / len(v), len(v)) for ds, v in em.items() if v}
@@ -153,7 +186,7 @@ def render(t: dict, datasets: list[str], header: str) -> str:
 
     cols = ["base", "ssp", "sesa", *t["pairs"]]
     lines = [header, "", "| dataset | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for ds in [*datasets, "mean"]:
+    for ds in [*datasets, *t.get("slices", ()), "mean"]:
         cells = [cell(ds, arm) for arm in ("base", "ssp", "sesa")] + [pair(ds, k) for k in t["pairs"]]
         lines.append(f"| {ds}{' (answerable)' if ds in BENCHMARKS else ''} | " + " | ".join(cells) + " |")
     if len(t.get("controls") or {}) > 1:  # SESA ran more than its own mode

@@ -83,3 +83,25 @@ def test_bad_budgets_are_refused(capsys):
     with pytest.raises(SystemExit) as e:
         experiment.main(["--steps", "0"])
     assert e.value.code == 2 and "--steps and --seeds must be at least 1" in capsys.readouterr().err
+
+
+def test_probe_rows_split_by_hops_and_by_forms_the_warm_up_saw():
+    slices = experiment.probe_slices()
+    assert len(slices) == 330 and slices["probe-0001"] == ("probe 1-hop", "probe seen forms")
+    ids = {s: [q for q, v in slices.items() if s in v][:3] for s in ("probe 1-hop", "probe 3-hop")}
+    assert all(slices[q][1] == "probe unseen forms" for q in ids["probe 3-hop"])  # docs/PROBE.md
+
+
+def test_probe_slices_get_their_own_rows_and_pairs(tmp_path):
+    slices = experiment.probe_slices()
+    one = [q for q, v in slices.items() if v[0] == "probe 1-hop"][:4]
+    three = [q for q, v in slices.items() if v[0] == "probe 3-hop"][:4]
+    qs = [("probe", q) for q in one + three]
+    base = _eval_dir(tmp_path, "base", "off", dict.fromkeys(qs, 0.0))
+    ssp = _eval_dir(tmp_path, "ssp", "off", dict.fromkeys(qs, 0.0))
+    sesa = _eval_dir(tmp_path, "sesa", "on", {k: float(k[1] in one) for k in qs})
+    t = experiment.table({"base": [base], "ssp": [ssp], "sesa": [sesa]}, ["probe"])
+    assert t["em"]["sesa"]["probe 1-hop"] == 100.0 and t["em"]["sesa"]["probe 3-hop"] == 0.0
+    assert t["n"]["sesa"]["probe 3-hop"] == 4 and t["em"]["sesa"]["mean"] == 50.0  # the mean is over datasets
+    assert t["pairs"]["sesa - base"]["probe 1-hop"]["delta"] == 100.0
+    assert "| probe 3-hop | 0.0 (n=4)" in experiment.render(t, ["probe"], "# x")
