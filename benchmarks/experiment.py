@@ -175,6 +175,39 @@ def table(evals: dict[str, list[Path]], datasets: list[str]) -> dict:
     return out
 
 
+def learning_curves(runs: dict[str, list[Path]], out: Path) -> Path | None:
+    """One figure of every trained arm's learning curve (probe EM during training, bank off and on, per seed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sesa_runs.load import open_run
+    from sesa_runs.probe import probe_curve
+
+    curves = [
+        (arm, run, c)
+        for arm, paths in runs.items()
+        for run in paths
+        if not (c := probe_curve(open_run(run))).empty
+    ]
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for arm, run, c in curves:
+        for mode, g in c.groupby("mode", sort=False):
+            style = {"ssp": ":", "sesa": "-"}[arm] if mode == "on" else "--"
+            ax.plot(
+                g["step"], g["em"], style, marker="o", label=f"{run.name}, bank {mode} (n={g['n'].iloc[-1]})"
+            )
+    ax.set(title="Learning curves: probe-set EM during training", xlabel="step", ylabel="EM (%)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
 def render(t: dict, datasets: list[str], header: str) -> str:
     def cell(ds: str, arm: str) -> str:
         v = t["em"][arm].get(ds)
@@ -237,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     a.datasets = ["probe", *(BENCHMARKS if a.data_dir else ())]
     log = a.evals_dir / f"{a.name}-log.txt"
     t0 = time.monotonic()
+    runs: dict[str, list[Path]] = {"ssp": [], "sesa": []}
     evals = {
         "base": evaluate(f"{a.name}-base", "embedded-warm", ["off"], None, a, log),
         "ssp": [],
@@ -245,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     for seed in range(a.seeds):
         for arm in ("ssp", "sesa"):
             run = train(arm, seed, a, log)
+            runs[arm].append(run)
             bank = run / "bank" if arm == "sesa" else None
             modes = (list(CONTROL_MODES) if a.controls else ["on"]) if arm == "sesa" else ["off"]
             solver = str(run / "policies" / "solver")
@@ -259,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     (a.evals_dir / f"{a.name}-table.md").write_text(text)
     (a.evals_dir / f"{a.name}-table.json").write_text(json.dumps(t, indent=1))
     print(text)
+    if fig := learning_curves(runs, a.evals_dir / f"{a.name}-learning-curves.png"):
+        print(f"learning curves: {fig}")
 
 
 if __name__ == "__main__":

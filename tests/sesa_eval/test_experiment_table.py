@@ -105,3 +105,14 @@ def test_probe_slices_get_their_own_rows_and_pairs(tmp_path):
     assert t["n"]["sesa"]["probe 3-hop"] == 4 and t["em"]["sesa"]["mean"] == 50.0  # the mean is over datasets
     assert t["pairs"]["sesa - base"]["probe 1-hop"]["delta"] == 100.0
     assert "| probe 3-hop | 0.0 (n=4)" in experiment.render(t, ["probe"], "# x")
+
+
+def test_learning_curves_of_both_arms_in_one_figure(tmp_path):
+    from tests.sesa_runs.test_runs_learning_curve import _run
+
+    runs = {"ssp": [_run(tmp_path / "a")], "sesa": [_run(tmp_path / "b")]}
+    out = experiment.learning_curves(runs, tmp_path / "lc.png")
+    assert out is not None and out.stat().st_size > 10_000
+    (tmp_path / "c" / "lc").mkdir(parents=True)  # a run with no probe yet: no figure
+    (tmp_path / "c" / "lc" / "config.yaml").write_text((runs["ssp"][0] / "config.yaml").read_text())
+    assert experiment.learning_curves({"ssp": [tmp_path / "c" / "lc"]}, tmp_path / "none.png") is None
