@@ -64,7 +64,8 @@ def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
         return run
     common = ["--runs-dir", str(a.runs_dir), *(["--engine", a.engine] if a.engine else [])]
     if (run / "config.yaml").is_file():
-        sesa(["train", "--resume", str(run), *common[2:]], log)
+        # --steps too: a re-run with another budget extends (or, down to its committed steps, shortens) it
+        sesa(["train", "--resume", str(run), "--steps", str(a.steps), *common[2:]], log)
     else:
         sesa(
             [
