@@ -57,7 +57,9 @@ def cpu_has_bf16_units() -> bool:
         text = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
         return False
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    flags = next(
+        (line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []
+    )
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 

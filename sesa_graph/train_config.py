@@ -227,7 +227,10 @@ class TrainConfig(Strict):
 
     @model_validator(mode="after")
     def _layout(self) -> TrainConfig:
-        for key, table in (("trainer_ranks", self.trainer_ranks), ("rendezvous_ports", self.rendezvous_ports)):
+        for key, table in (
+            ("trainer_ranks", self.trainer_ranks),
+            ("rendezvous_ports", self.rendezvous_ports),
+        ):
             for role, value in table.items():
                 if role not in ROLES:
                     raise ValueError(f"train.{key} has a key {role!r}; the roles are solver and proposer")

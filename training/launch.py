@@ -12,8 +12,6 @@ import json
 import os
 import resource
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,9 +24,9 @@ from rich.table import Table
 from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
 from training.sync import SyncDir
+from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
 
 console = Console()
-ROLES = ("proposer", "solver")
 
 
 class TrainingStopped(ServiceError, RuntimeError):
@@ -48,82 +46,6 @@ def _log_traceback(run_dir: Path, exc: BaseException) -> None:
     (run_dir / "logs").mkdir(exist_ok=True)
     with open(run_dir / "logs" / "train-error.log", "a") as f:
         f.write(time.strftime("%Y-%m-%d %H:%M:%S ") + "".join(traceback.format_exception(exc)) + "\n")
-
-
-class TrainerProcesses:
-    def __init__(
-        self, run_dir: Path, launcher: list[str] | None = None, gpus: dict[str, str] | None = None
-    ) -> None:
-        self.run_dir = run_dir
-        self.launcher = launcher or []
-        self.gpus = gpus or {}
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
-
-    def start(self) -> None:
-        (self.run_dir / "logs").mkdir(exist_ok=True)
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
-        for role in ROLES:
-            log = self.run_dir / "logs" / f"{role}-trainer.log"
-            self.logs[role] = log
-            cmd = (
-                [*self.launcher, "-m", "training.trainer"]
-                if self.launcher
-                else [sys.executable, "-m", "training.trainer"]
-            ) + [str(self.run_dir), "--role", role]
-            role_env = dict(env, CUDA_VISIBLE_DEVICES=self.gpus[role]) if role in self.gpus else env
-            self.procs[role] = subprocess.Popen(
-                cmd,
-                stdout=open(log, "a"),  # noqa: SIM115 - the child keeps it
-                stderr=subprocess.STDOUT,
-                env=role_env,
-                start_new_session=True,
-                cwd=Path(__file__).resolve().parent.parent,
-            )
-        (self.run_dir / "sync").mkdir(exist_ok=True)
-        (self.run_dir / "sync" / "trainer_pids.json").write_text(
-            json.dumps({r: p.pid for r, p in self.procs.items()})
-        )
-
-    def dead(self) -> str | None:
-        """A message naming a trainer that exited with an error (None while all are fine)."""
-        for role, p in self.procs.items():
-            rc = p.poll()
-            if rc is not None and rc != 0:
-                return f"the {role} trainer exited with code {rc}; last lines of {self.logs[role]}:\n{self.tail(role)}"
-        return None
-
-    def tail(self, role: str, n: int = 25) -> str:
-        try:
-            return "\n".join(self.logs[role].read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def wait(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for role, p in self.procs.items():
-            while p.poll() is None:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the {role} trainer did not finish its last step in {timeout_s:.0f}s")
-                if (msg := self.dead()) is not None:
-                    raise RuntimeError(msg)
-                time.sleep(0.5)
-            if p.returncode != 0:
-                raise RuntimeError(self.dead() or f"the {role} trainer failed")
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
 
 
 def prepare_run(
@@ -153,36 +75,8 @@ def prepare_run(
 
 
 def stop_stale_processes(run_dir: Path) -> None:
-    kill_stale_trainers(run_dir)
+    kill_stale_trainers(run_dir, say=lambda msg: console.print(msg, markup=False, soft_wrap=True))
     kill_stale_servers(run_dir)
-
-
-def kill_stale_trainers(run_dir: Path) -> None:
-    """Trainers of a killed run may still be finishing a step; they must not write beside the new ones."""
-    pids = run_dir / "sync" / "trainer_pids.json"
-    if not pids.exists():
-        return
-    try:
-        found = json.loads(pids.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        found = f"not valid JSON ({exc})"
-    if not isinstance(found, dict):
-        console.print(
-            f"{pids} is damaged ({found}), skipped: check that no trainer of this run is still running",
-            markup=False,
-            soft_wrap=True,
-        )
-        return
-    for pid in found.values():
-        if not isinstance(pid, int):
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "training.trainer" in cmd and str(run_dir) in cmd:
-            os.kill(pid, signal.SIGKILL)
-            console.print(f"stopped trainer pid {pid} left over from the interrupted run")
 
 
 def kill_stale_servers(run_dir: Path) -> None:
@@ -307,7 +201,7 @@ def train(
         f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}"
     )
     t0 = time.time()
-    trainers = TrainerProcesses(run_dir, cfg.train.trainer_launcher, cfg.train.trainer_gpus)
+    trainers = TrainerProcesses(run_dir, cfg)
     rows = read_metrics(run_dir).rows  # per step the latest attempt's record
     # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
     # trainers running; treat it like Ctrl-C.

@@ -114,8 +114,9 @@ def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tupl
     else:  # autocast caches a compute-dtype cast of every weight through the forward
         copy, how = (p * cb if cb < pb else 0), "autocast copy"
     ddp = p * pb if ranks > 1 and shards == 1 else 0  # DDP's gradient buckets: a second copy of the grads
-    # TRL builds the reference in the policy's dtype (model_init_kwargs.setdefault("dtype", model.dtype))
-    ref = p * pb / shards if t.beta > 0 else 0
+    # the trainer builds the reference in bf16 when it computes in bf16 (model_init_kwargs), else in the
+    # policy's dtype, as TRL does by default
+    ref = p * (cb if cb < pb else pb) / shards if t.beta > 0 else 0
     b, c = t.micro_batch_size, t.max_completion_length
     s = PROMPT_TOKENS + c
     if t.gradient_checkpointing:  # each layer's input kept; one layer recomputed, x2 for its gradients
@@ -146,7 +147,7 @@ def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tupl
         + (f" / {shards} ranks (fsdp2)" if shards > 1 else "")
         + (f", {how} {copy / GIB:.1f}" if copy else "")
         + (f", optimizer step temporary beyond the activations {step / GIB:.1f}" if step else "")
-        + (f"; reference ({t.param_dtype}) {ref / GIB:.1f}" if ref else "; no reference (beta 0)")
+        + (f"; reference {ref / GIB:.1f}" if ref else "; no reference (beta 0)")
         + f"; {b} x {s} tokens ({PROMPT_TOKENS} prompt est. + {c}): "
         + ("kept hidden states" if t.gradient_checkpointing else "all layers")
         + f" {kept / GIB:.1f} + a layer {work / GIB:.1f} + fused LM head {head / GIB:.1f}"

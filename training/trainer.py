@@ -10,6 +10,12 @@ Batch shape: the solver trains on ``questions_per_step x group_size`` rollouts w
 ``num_generations = group_size``. The proposer trains on one proposal per target with the whole step's
 batch as its group (``num_generations = targets_per_step``): GRPO then compares each proposal to the
 step's mean reward, since one proposal per prompt has no within-prompt variance.
+
+Under a launcher (``train.trainer_ranks``) each rank takes its own contiguous slice of whole groups of the
+step's batch (TRL gathers the rewards of all ranks before it takes advantages, so the proposer's batch-wide
+group gives the same advantages split as whole) and DDP averages the gradients; only rank 0 publishes the
+weights, after the ranks agree on them (FSDP2: the gathered full state dict). Weights are trained in
+``train.param_dtype`` (fp32 master weights), computed in ``train.compute_dtype`` (bf16 autocast).
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ import json
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import RunConfig, load_config
+from training.ranks import Rank, join, orchestrator_gone, start_watchdog, this_rank, use_own_log
 from training.store import TrajectoryStore
 from training.sync import PeerDiedError, SyncDir
 from training.tracking import tensorboard_dir
@@ -107,18 +115,24 @@ def vllm_server_args(pcfg: Any, role: str) -> dict[str, Any]:
     }
 
 
-def grpo_config_kwargs(cfg: RunConfig, role: str, out_dir: Path) -> dict[str, Any]:
-    """The arguments of one role's TRL ``GRPOConfig`` (a function, so they can be checked without a trainer)."""
+def grpo_config_kwargs(
+    cfg: RunConfig, role: str, out_dir: Path, world: int = 1, compute: str = "float32"
+) -> dict[str, Any]:
+    """The arguments of one role's TRL ``GRPOConfig`` for a job of ``world`` ranks computing in ``compute``
+    (a function, so they can be checked without a trainer)."""
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     on_cpu = pcfg.device == "cpu"
     batch, n_gen = batch_shape(cfg, role)
     temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
-    per_pass, accumulation = micro_batches(batch, cfg.train.micro_batch_size)
+    per_pass, accumulation = micro_batches(batch // world, cfg.train.micro_batch_size)
     tc = cfg.train
+    bf16 = compute == "bfloat16"
+    fsdp = tc.sharding == "fsdp2" and not on_cpu and world > 1
     return dict(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_pass,
-        gradient_checkpointing=tc.gradient_checkpointing,
+        # FSDP2 checkpoints activations itself (transformers' gradient checkpointing adds an all-gather)
+        gradient_checkpointing=tc.gradient_checkpointing and not fsdp,
         gradient_accumulation_steps=accumulation,
         num_generations=n_gen,
         max_steps=tc.steps,
@@ -132,10 +146,26 @@ def grpo_config_kwargs(cfg: RunConfig, role: str, out_dir: Path) -> dict[str, An
         max_completion_length=tc.max_completion_length,
         temperature=max(temperature, 1e-3),
         use_cpu=on_cpu,
-        bf16=False if on_cpu else pcfg.dtype == "bfloat16",
+        bf16=bf16,  # autocast (or FSDP2's mixed-precision policy) over fp32 master weights
+        optim=tc.optim,
+        # the reference model only scores: bf16 halves its memory (TRL builds it from these kwargs)
+        **({"model_init_kwargs": {"dtype": "bfloat16"}} if bf16 and tc.beta > 0 else {}),
+        **({"ddp_backend": "gloo"} if on_cpu and world > 1 else {}),
+        **(
+            {
+                "fsdp": True,
+                "fsdp_config": {
+                    "version": 2,
+                    "reshard_after_forward": True,
+                    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                    "activation_checkpointing": tc.gradient_checkpointing,
+                },
+            }
+            if fsdp
+            else {}
+        ),
         save_strategy="steps",
-        save_steps=1,
-        save_total_limit=1,
+        save_steps=tc.save_every,  # transformers also saves after the last step
         logging_steps=1,
         report_to=[] if tc.report_to == "none" else [tc.report_to],
         seed=cfg.seed,
@@ -144,6 +174,36 @@ def grpo_config_kwargs(cfg: RunConfig, role: str, out_dir: Path) -> dict[str, An
         shuffle_dataset=False,
         disable_tqdm=True,
     )
+
+
+def rank_slice(rows: dict[str, list], rank: int, world: int) -> dict[str, list]:
+    """Rank ``rank``'s contiguous share of a step's rows (whole groups when the config's checks held).
+
+    >>> rank_slice({"reward": [1, 2, 3, 4]}, 1, 2)
+    {'reward': [3, 4]}
+    """
+    n = len(rows["reward"]) // world
+    return {k: v[rank * n : (rank + 1) * n] for k, v in rows.items()}
+
+
+def fingerprint(state: dict[str, Any]) -> float:
+    """A float64 sum over every weight: equal on ranks that hold the same model (DDP keeps them so)."""
+    import torch
+
+    return float(sum(t.detach().double().sum() for t in state.values() if torch.is_floating_point(t)))
+
+
+def publish_state(sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank) -> None:
+    """Rank 0 writes the full ``state`` (gathered by every rank before) as version ``step`` and marks the role
+    ready; the other ranks write nothing, so one directory never has two writers."""
+    if rank.main:
+        # a gathered state dict holds a tied weight twice; the file, like save_pretrained's own, holds it once
+        tied = getattr(model, "all_tied_weights_keys", None) or {}
+        state = {k: v for k, v in state.items() if k not in tied}
+        sync.publish_weights(
+            role, step, lambda d: model.save_pretrained(d, state_dict=state, safe_serialization=True)
+        )
+        sync.mark_ready(role, step)
 
 
 def latest_checkpoint(out_dir: Path) -> str | None:
@@ -173,10 +233,34 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--role", choices=("solver", "proposer"), required=True)
     args = ap.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s {args.role}-trainer %(levelname)s: %(message)s"
-    )
+    rank = this_rank()
+    job_log = args.run_dir / "logs" / f"{args.role}-trainer.log"
+    use_own_log(job_log, rank)
+    tag = f"{args.role}-trainer" + (f"[{rank.rank}/{rank.world}]" if rank.world > 1 else "")
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {tag} %(levelname)s: %(message)s")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    start_watchdog(args.role, rank)
+    try:
+        train_role(args.run_dir, args.role, rank, job_log)
+    except PeerDiedError as exc:
+        # nothing is left to save (checkpoints are written in full before a step goes on), and a normal
+        # interpreter exit with a process group and TRL loaded took ~8 s: a launcher waits for that
+        log.error("%s", exc)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(3)
+
+
+def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
+    cfg = load_config(run_dir / "config.yaml")
+    if rank.world != cfg.train.ranks(role):
+        raise SystemExit(
+            f"the {role} trainer was started with {rank.world} ranks; {run_dir / 'config.yaml'} gives "
+            f"train.trainer_ranks.{role} = {cfg.train.ranks(role)}"
+        )
+    sync, store = SyncDir(run_dir), TrajectoryStore(run_dir)
+    join(sync.root, role, rank, job_log, cfg.train.join_timeout_s)
 
     import torch
     from datasets import Dataset
@@ -184,9 +268,8 @@ def main(argv: list[str] | None = None) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from sesa_graph.embedded import resolve_policy_model
+    from sesa_graph.precision import resolve_compute_dtype
 
-    cfg = load_config(args.run_dir / "config.yaml")
-    role = args.role
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     on_cpu = pcfg.device == "cpu"
     if on_cpu:
@@ -195,41 +278,66 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(cfg.train.trainer_threads)
         torch.set_flush_denormal(True)
         keep_freed_memory()
-    sync, store = SyncDir(args.run_dir), TrajectoryStore(args.run_dir)
+        if cfg.train.sharding == "fsdp2" and rank.world > 1 and rank.main:
+            log.warning("train.sharding fsdp2: accelerate runs FSDP on GPUs only; these CPU ranks run DDP")
     batch, _ = batch_shape(cfg, role)
-    out_dir = args.run_dir / "checkpoints" / role
-    if cfg.train.report_to == "tensorboard":
+    out_dir = run_dir / "checkpoints" / role
+    if cfg.train.report_to == "tensorboard" and rank.main:
         # transformers' callback reads this when the trainer is built; unset it writes ./runs/<date>_<host>,
         # a directory `sesa` would take for a run
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(args.run_dir, role))
-    grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir))
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(run_dir, role))
+    compute = resolve_compute_dtype(cfg.train.compute_dtype, pcfg.device)
+    grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir, rank.world, compute))
     path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32 if on_cpu else getattr(torch, pcfg.dtype)
-    )
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.train.param_dtype))
+    if rank.main:
+        log.info(
+            "%d rank(s), %s master weights, %s compute, %d rollouts a step (%d a rank)",
+            rank.world,
+            cfg.train.param_dtype,
+            compute,
+            batch,
+            batch // rank.world,
+        )
 
-    parent = os.getppid()
-
-    def orchestrator_gone() -> str | None:  # a kill -9 of `sesa train` must not leave trainers waiting
-        return f"the orchestrator (pid {parent}) is gone" if os.getppid() != parent else None
+    def publish(trainer: Any, step: int) -> None:
+        """Every rank joins the gather (FSDP2) or the check that all hold the same weights (DDP); rank 0
+        writes them."""
+        acc = trainer.accelerator
+        state = acc.get_state_dict(trainer.model_wrapped)
+        if rank.world > 1 and cfg.train.sharding == "none":
+            prints = acc.gather(torch.tensor([fingerprint(state)], dtype=torch.float64)).tolist()
+            if len(set(prints)) > 1:
+                raise RuntimeError(
+                    f"step {step}: the {role} trainer's ranks hold different weights: {prints}"
+                )
+        publish_state(sync, role, step, acc.unwrap_model(trainer.model_wrapped), state, rank)
+        acc.wait_for_everyone()
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         step = trainer.state.global_step
-        sync.publish_weights(role, step, lambda d: trainer.model.save_pretrained(d, safe_serialization=True))
-        sync.mark_ready(role, step)
-        log.info("weights for step %d published; waiting for the step's trajectories", step)
+        if len(prompts) * rank.world != batch:
+            raise RuntimeError(
+                f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
+            )
+        publish(trainer, step)
+        if rank.main:
+            log.info("weights for step %d published; waiting for the step's trajectories", step)
         sync.wait(
             lambda: sync.is_committed(step),
             f"step {step} trajectories",
             cfg.train.wait_timeout_s,
             alive=orchestrator_gone,
         )
-        out = rows_for_training(
-            store.read(step, role), len(prompts), role, step, cfg.train.max_completion_length
-        )
-        return out
+        rows = rows_for_training(store.read(step, role), batch, role, step, cfg.train.max_completion_length)
+        return rank_slice(rows, rank.rank, rank.world)
 
+    # the policy is passed built (fp32); model_init_kwargs only set the reference model's dtype, which TRL's
+    # warning that they are "ignored" would misreport
+    logging.getLogger("trl.trainer.grpo_trainer").addFilter(
+        lambda r: "model_init_kwargs" not in r.getMessage()
+    )
     dataset = Dataset.from_dict({"prompt": [f"{role} self-play"] * (batch * cfg.train.steps)})
     trainer = GRPOTrainer(
         model=model,
@@ -239,16 +347,15 @@ def main(argv: list[str] | None = None) -> None:
         processing_class=tokenizer,
         rollout_func=rollout_func,
     )
-    try:
-        trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
-    except PeerDiedError as exc:
-        log.error("%s", exc)
-        raise SystemExit(3) from None
-    final = args.run_dir / "policies" / role
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
-    (final / ".complete").write_text("ok\n")
-    log.info("done: %s", final)
+    if rank.main:
+        log.info("autocast: %s", trainer.accelerator.mixed_precision)
+    trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
+    final = run_dir / "policies" / role
+    trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
+    if rank.main:
+        tokenizer.save_pretrained(str(final))
+        (final / ".complete").write_text("ok\n")
+        log.info("done: %s", final)
 
 
 if __name__ == "__main__":

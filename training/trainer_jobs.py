@@ -1,0 +1,229 @@
+"""The two trainer jobs as ``sesa train`` starts them: one launcher job per role (torchrun or ``accelerate
+launch``; a plain process when one rank needs no launcher), each with its rank count and its own rendezvous
+port on 127.0.0.1, stopped on every exit.
+
+Each job learns who started it from ``SESA_ORCHESTRATOR_PID``/``_START`` (the pid and its kernel start time,
+so a reused pid is not taken for the orchestrator): its ranks stop by themselves within about a second of
+``sesa train`` dying, whatever the launcher (``training.ranks``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from sesa_graph.config import RunConfig
+from sesa_graph.precision import resolve_compute_dtype
+
+ROLES = ("proposer", "solver")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot, /proc/PID/stat field 22), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def launcher_command(cfg: RunConfig, role: str) -> list[str]:
+    """The command that starts ``role``'s trainer job, before the trainer's own arguments.
+
+    torchrun and ``accelerate launch --multi_gpu`` both run torch.distributed's elastic agent; on a CPU the
+    ranks talk over gloo (the trainer picks the backend), so CI runs the GPU configs' launcher as it is.
+    """
+    t = cfg.train
+    ranks, port = t.ranks(role), t.rendezvous_ports[role]
+    if not t.trainer_launcher:
+        return [sys.executable]
+    name = Path(t.trainer_launcher[0]).name
+    rest = t.trainer_launcher[1:]
+    if name == "torchrun":
+        return [
+            *t.trainer_launcher[:1],
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(ranks),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            *rest,
+        ]
+    # accelerate launch: --multi_gpu is its torch.distributed launcher (which also runs CPU ranks); the
+    # trainer's own bf16 flag decides the precision, so the launcher is told the same instead of a default
+    extra = [a for a in rest[1:] if a != "--multi_gpu"]
+    pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+    bf16 = resolve_compute_dtype(t.compute_dtype, pcfg.device) == "bfloat16"
+    return [
+        *t.trainer_launcher[:2],
+        *(["--multi_gpu"] if ranks > 1 else []),
+        "--num_processes",
+        str(ranks),
+        "--num_machines",
+        "1",
+        "--main_process_ip",
+        "127.0.0.1",
+        "--main_process_port",
+        str(port),
+        "--mixed_precision",
+        "bf16" if bf16 else "no",
+        "--dynamo_backend",
+        "no",
+        *extra,
+    ]
+
+
+def _bin(cmd: list[str]) -> list[str]:
+    """A launcher named without a path runs from this Python's environment (the venv's torchrun/accelerate)."""
+    local = Path(sys.executable).parent / cmd[0]
+    return [str(local), *cmd[1:]] if "/" not in cmd[0] and local.exists() else cmd
+
+
+class TrainerProcesses:
+    """Both roles' trainer jobs: start, watch (a dead job is named with its failed rank's log), stop."""
+
+    def __init__(self, run_dir: Path, cfg: RunConfig) -> None:
+        self.run_dir = run_dir
+        self.cfg = cfg
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.launch_id = uuid.uuid4().hex[:12]
+
+    def start(self) -> None:
+        (self.run_dir / "logs").mkdir(exist_ok=True)
+        me = os.getpid()
+        env = dict(
+            os.environ,
+            TOKENIZERS_PARALLELISM="false",
+            TRL_EXPERIMENTAL_SILENCE="1",
+            SESA_ORCHESTRATOR_PID=str(me),
+            SESA_ORCHESTRATOR_START=process_start_time(me) or "",
+            SESA_TRAINER_LAUNCH=self.launch_id,
+        )
+        gpus = self.cfg.train.trainer_gpus
+        for role in ROLES:
+            log = self.run_dir / "logs" / f"{role}-trainer.log"
+            self.logs[role] = log
+            cmd = _bin(launcher_command(self.cfg, role))
+            cmd += ["-m", "training.trainer", str(self.run_dir.resolve()), "--role", role]
+            role_env = dict(env, CUDA_VISIBLE_DEVICES=gpus[role]) if role in gpus else env
+            self.procs[role] = subprocess.Popen(
+                cmd,
+                stdout=open(log, "a"),  # noqa: SIM115 - the child keeps it
+                stderr=subprocess.STDOUT,
+                env=role_env,
+                start_new_session=True,
+                cwd=ROOT,
+            )
+        (self.run_dir / "sync").mkdir(exist_ok=True)
+        (self.run_dir / "sync" / "trainer_pids.json").write_text(
+            json.dumps({r: p.pid for r, p in self.procs.items()})
+        )
+
+    def dead(self) -> str | None:
+        """A message naming a trainer job that exited with an error, its failed rank and that rank's log."""
+        for role, p in self.procs.items():
+            rc = p.poll()
+            if rc is not None and rc != 0:
+                return failure_message(role, rc, self.logs[role])
+        return None
+
+    def tail(self, role: str, n: int = 25) -> str:
+        return tail(self.logs[role], n)
+
+    def wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for role, p in self.procs.items():
+            while p.poll() is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the {role} trainer did not finish its last step in {timeout_s:.0f}s")
+                if (msg := self.dead()) is not None:
+                    raise RuntimeError(msg)
+                time.sleep(0.5)
+            if p.returncode != 0:
+                raise RuntimeError(self.dead() or f"the {role} trainer failed")
+
+    def stop(self) -> None:
+        """SIGTERM each job's process group (launcher and ranks), SIGKILL what is left after 20 s."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                _signal_group(p.pid, signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                _signal_group(p.pid, signal.SIGKILL)
+                p.wait()
+            _signal_group(p.pid, signal.SIGKILL)  # a rank the launcher left behind
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tail(path: Path, n: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def rank_log(log: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a job logging to ``log`` writes: rank 0 the job's log, the others their own."""
+    return log if rank == 0 else log.with_name(f"{log.stem}.rank{rank}{log.suffix}")
+
+
+_FAILED_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)
+
+
+def failure_message(role: str, rc: int, log: Path) -> str:
+    """The job's exit named with the rank the launcher reports as the first failure, and that rank's log."""
+    text = tail(log, 200)
+    found = _FAILED_RANK.search(text)
+    if found is None:
+        return f"the {role} trainer exited with code {rc}; last lines of {log}:\n{tail(log)}"
+    rank = int(found.group(1))
+    own = rank_log(log, rank)
+    return (
+        f"the {role} trainer's rank {rank} failed (the job exited with code {rc}); last lines of {own}:\n"
+        f"{tail(own)}\n(the launcher's report: {log})"
+    )
+
+
+def kill_stale_trainers(run_dir: Path, say=print) -> None:
+    """Trainer jobs of a killed run may still be finishing a step; they must not write beside the new ones.
+    Each job is its own process group (launcher and ranks), killed whole."""
+    pids = run_dir / "sync" / "trainer_pids.json"
+    if not pids.exists():
+        return
+    try:
+        found = json.loads(pids.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        found = f"not valid JSON ({exc})"
+    if not isinstance(found, dict):
+        say(f"{pids} is damaged ({found}), skipped: check that no trainer of this run is still running")
+        return
+    for pid in found.values():
+        if not isinstance(pid, int):
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "training.trainer" in cmd and (str(run_dir.resolve()) in cmd or str(run_dir) in cmd):
+            _signal_group(pid, signal.SIGKILL)
+            say(f"stopped trainer job {pid} (and its ranks) left over from the interrupted run")
