@@ -191,8 +191,11 @@ def train(
 
     if cfg is not None:
         check_tracker(cfg.train.report_to)  # before the run directory exists
+    if cfg is not None:
+        check_gpu_plan(cfg)  # before the run directory exists
     cfg, run_dir, start = prepare_run(cfg, runs_dir, resume, overrides, flags)
     check_tracker(cfg.train.report_to)
+    check_gpu_plan(cfg)
     if start >= cfg.train.steps:
         console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
         return run_dir
@@ -252,6 +255,14 @@ def train(
     )
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def check_gpu_plan(cfg: RunConfig) -> None:
+    """Refuse, before anything starts, a config whose processes cannot fit their GPUs (``sesa plan``)."""
+    from training.memory_plan import check_memory_plan
+
+    if any(p.device.startswith("cuda") for p in (cfg.solver_policy, cfg.proposer_policy)):
+        check_memory_plan(cfg)
 
 
 def _engine(pcfg: Any) -> str:

@@ -116,7 +116,7 @@ def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tupl
     ddp = p * pb if ranks > 1 and shards == 1 else 0  # DDP's gradient buckets: a second copy of the grads
     # the trainer builds the reference in bf16 when it computes in bf16 (model_init_kwargs), else in the
     # policy's dtype, as TRL does by default
-    ref = p * (cb if cb < pb else pb) / shards if t.beta > 0 else 0
+    ref = p * (min(pb, cb)) / shards if t.beta > 0 else 0
     b, c = t.micro_batch_size, t.max_completion_length
     s = PROMPT_TOKENS + c
     if t.gradient_checkpointing:  # each layer's input kept; one layer recomputed, x2 for its gradients

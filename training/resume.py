@@ -52,6 +52,12 @@ SAFE_KEYS = (
     "train.trainer_threads",
     "train.trainer_launcher",
     "train.trainer_gpus",
+    # the ranks split one batch and compute the same update (tests/training/test_trainer_ranks.py)
+    "train.trainer_ranks",
+    "train.rendezvous_ports",
+    "train.join_timeout_s",
+    "train.save_every",
+    "train.gpu_memory_gib",
     "train.vllm_gpus",
     "extra",
     "search.url",

@@ -166,6 +166,7 @@ def grpo_config_kwargs(
         ),
         save_strategy="steps",
         save_steps=tc.save_every,  # transformers also saves after the last step
+        save_total_limit=1,  # the newest complete one; the one before is removed only once it is written
         logging_steps=1,
         report_to=[] if tc.report_to == "none" else [tc.report_to],
         seed=cfg.seed,

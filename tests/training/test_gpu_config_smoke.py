@@ -1,5 +1,11 @@
 """The 8xA100 config's topology and method on CPU: only model size, device and batch size are swapped.
 
+The trainers keep the GPU layout: `accelerate launch` jobs of 2 gloo ranks per role on their own rendezvous
+ports, each rank on its slice of the batch, rank 0 publishing, fp32 master weights with bf16 compute, the
+config's save_every checkpoints, and the config's memory plan checked (it fits its 8 GPUs). Only the policy is
+shrunk to a 2-layer model (4 trainer ranks of SmolLM2-135M beside two vLLM servers would pass this machine's
+memory), and the batch to 2 groups a role.
+
 Real parts throughout: `sesa search serve` as the http retrieval server, a vLLM server per policy, a separate
 OpenAI-compatible endpoint for the fixed judge / distiller / RAG reader (a thinking chat template, switched off
 per role as Qwen3 needs), SSP's proposer budgets, the RAG check, GRPO with KL and token-mean loss, one step and its update (a second
@@ -26,25 +32,29 @@ import httpx
 import pytest
 import yaml
 
+from sesa_graph.config import load_config
 from sesa_graph.policy.vllm_server import free_port
+from tests.training.trainer_harness import tiny_policy
+from training.memory_plan import check_memory_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-# The base embedded model by default: a fresh CI machine has no format-warmed copy (`sesa warmup`, 12 minutes
-# here). With SESA_SMOKE_MODEL=embedded-warm the run keeps the config's 512-token turns and also checks that
-# exact-match misses reached the fixed judge with thinking off.
-MODEL = os.environ.get("SESA_SMOKE_MODEL", "embedded")
-WARM = MODEL != "embedded"
+# A 2-layer policy by default (tests/training/trainer_harness.py). With SESA_SMOKE_MODEL=embedded-warm the run
+# keeps the config's 512-token turns and also checks that exact-match misses reached the fixed judge with
+# thinking off (the warm model follows the tag protocol; memory then allows 1 rank a role).
+MODEL = os.environ.get("SESA_SMOKE_MODEL", "tiny")
+WARM = MODEL != "tiny"
 SESA = str(Path(sys.executable).parent / "sesa")
 
 
 def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path) -> dict:
     cfg = yaml.safe_load((ROOT / "configs" / "qwen3-4b-8xa100.yaml").read_text())
-    cpu = {"device": "cpu", "dtype": "float32", "enforce_eager": True, "kv_cache_gib": 1, "port": None}
+    cpu = {"device": "cpu", "enforce_eager": True, "kv_cache_gib": 1, "port": None}
     cpu["max_model_len"] = 8192  # SmolLM2's context; the config's 16384 is Qwen3's
+    model = str(tiny_policy(tmp / "tiny")) if MODEL == "tiny" else MODEL
     cfg["name"] = "gpu-smoke"
-    cfg["solver_policy"] = {**cfg["solver_policy"], **cpu, "model": MODEL, "cpu_bind": "0-1"}
-    cfg["proposer_policy"] = {**cfg["proposer_policy"], **cpu, "model": MODEL, "cpu_bind": "0"}
+    cfg["solver_policy"] = {**cfg["solver_policy"], **cpu, "model": model, "cpu_bind": "0-1"}
+    cfg["proposer_policy"] = {**cfg["proposer_policy"], **cpu, "model": model, "cpu_bind": "0"}
     if not WARM:
         # The base model writes prose, not tags, to each turn's limit: with the config's 512-token turns one step
         # took 572 s, so turns are cut to 64 tokens (turn counts, the proposer's 8192-token budget and the
@@ -66,10 +76,12 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
         consolidate_min_pending=1,
         max_distill_per_pass=4,
     )
+    ranks = 1 if WARM else 2
     cfg["train"].update(
         steps=1,
         targets_per_step=2,
-        questions_per_step=1,
+        questions_per_step=ranks,
+        trainer_ranks={"solver": ranks, "proposer": ranks},
         # The CPU trainers' time and memory grow with sequence length (one ~8k-token proposal took a trainer to
         # 9 GB and the run past this machine's 23 GiB; a step's update took 4 minutes at 1024 tokens): train on
         # the first 256 completion tokens
@@ -77,9 +89,6 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
         rollout_concurrency=8,
         micro_batch_size=1,
         trainer_threads=1,
-        trainer_launcher=[],
-        trainer_gpus={},
-        vllm_gpus={},
         report_to="none",
     )
     return cfg
@@ -163,6 +172,26 @@ def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_e
     assert [m["step"] for m in steps] == [0]  # point 2: step 0 filled its batch over http
     assert (run / "summary.json").is_file()  # and the trainers' update of it finished
 
+    # the trainers' GPU layout (issue 25): launcher jobs of 2 ranks on their own ports, rank-0 publish, the
+    # batch split, fp32 master weights with bf16 compute, the final of the save_every checkpoints
+    gpu = load_config(ROOT / "configs" / "qwen3-4b-8xa100.yaml")
+    assert (
+        gpu.train.trainer_launcher[0] == "accelerate" and len(set(gpu.train.rendezvous_ports.values())) == 2
+    )
+    check_memory_plan(gpu)  # the config's own plan fits its GPUs (raises otherwise)
+    for role, batch in (("solver", 5 * cfg["train"]["questions_per_step"]), ("proposer", 2)):
+        log = (run / "logs" / f"{role}-trainer.log").read_text()
+        n = cfg["train"]["trainer_ranks"][role]
+        assert f"{n} rank(s), float32 master weights, bfloat16 compute, {batch} rollouts a step" in log, log[
+            -3000:
+        ]
+        assert "autocast: bf16" in log
+        if n == 2:
+            assert f"({batch // 2} a rank)" in log
+            other = (run / "logs" / f"{role}-trainer.rank1.log").read_text()
+            assert f"{role}-trainer[1/2]" in other and "published" not in other
+        assert (run / "checkpoints" / role / "checkpoint-1" / "trainer_state.json").is_file()
+
     # point 4: the policies' servers are the run's only servers, and every fixed role is the separate endpoint
     pids = json.loads((run / "sync" / "server_pids.json").read_text())
     assert {"solver", "proposer"} == set(pids), pids
@@ -184,7 +213,6 @@ def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_e
     from transformers import AutoTokenizer
 
     from sesa_graph import protocol
-    from sesa_graph.config import load_config
     from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.rollout.loop import proposer_spec
     from tools.corpus import Doc
