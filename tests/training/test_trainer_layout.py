@@ -1,0 +1,126 @@
+"""The trainer jobs' layout and numerics as the config and the launcher see them (no training started): ranks
+against the batch, rendezvous ports, the launcher's command, per-rank batches, precision, checkpoint cadence."""
+
+from pathlib import Path
+
+import pytest
+
+from sesa_graph.config import ConfigError, load_config
+from sesa_graph.precision import check_param_dtype, resolve_compute_dtype, spacing
+from training.trainer import grpo_config_kwargs, rank_slice
+from training.trainer_jobs import failure_message, launcher_command
+
+GPU = Path(__file__).resolve().parents[2] / "configs" / "qwen3-4b-8xa100.yaml"
+
+
+def _cfg(**train):
+    return load_config(overrides={f"train.{k}": v for k, v in train.items()})
+
+
+def test_ranks_that_do_not_divide_the_groups_are_refused_naming_both_numbers():
+    with pytest.raises(ConfigError, match=r"3 ranks do not divide its 4 groups \(train.questions_per_step\)"):
+        _cfg(questions_per_step=4, trainer_ranks={"solver": 3}, trainer_launcher=["torchrun"])
+    with pytest.raises(ConfigError, match=r"proposer trainer's 3 ranks do not divide its 4 groups"):
+        _cfg(targets_per_step=4, trainer_ranks={"proposer": 3}, trainer_launcher=["torchrun"])
+    ok = _cfg(questions_per_step=4, trainer_ranks={"solver": 2}, trainer_launcher=["torchrun"])
+    assert ok.train.ranks("solver") == 2 and ok.train.ranks("proposer") == 1
+
+
+def test_two_roles_on_one_port_and_a_launcherless_multi_rank_job_are_refused():
+    with pytest.raises(ConfigError, match="both trainer jobs port 29500"):
+        _cfg(rendezvous_ports={"solver": 29500, "proposer": 29500})
+    with pytest.raises(ConfigError, match="trainer_launcher is empty"):
+        _cfg(trainer_ranks={"solver": 2})
+    with pytest.raises(ConfigError, match="knows how to pass ranks and ports to torchrun and accelerate"):
+        _cfg(trainer_launcher=["deepspeed"])
+    with pytest.raises(ConfigError, match="solver_policy.port"):
+        load_config(overrides={"solver_policy.port": 29510})
+
+
+def test_gpu_ranks_follow_the_gpus_and_must_match_them():
+    gpu = load_config(GPU)
+    assert (gpu.train.ranks("solver"), gpu.train.ranks("proposer")) == (3, 2)
+    with pytest.raises(ConfigError, match=r"trainer_ranks.solver is 2 but train.trainer_gpus.solver lists 3"):
+        load_config(GPU, {"train.trainer_ranks": {"solver": 2}, "train.questions_per_step": 66})
+
+
+def test_bf16_master_weights_are_refused_when_a_step_would_round_away():
+    assert spacing("bfloat16", 0.02) == pytest.approx(1.22e-4, rel=1e-2)
+    with pytest.raises(ValueError, match="can only move in steps of 0.00012.*param_dtype: float32"):
+        check_param_dtype("bfloat16", 1e-6, "adamw_torch")
+    check_param_dtype("bfloat16", 1e-3, "adamw_torch")  # a step larger than the spacing survives
+    check_param_dtype("float32", 1e-9, "adamw_torch")
+    with pytest.raises(ConfigError, match="train.param_dtype is bfloat16 with train.learning_rate 1e-06"):
+        _cfg(param_dtype="bfloat16", learning_rate=1e-6)
+
+
+def test_launcher_commands_carry_ranks_and_each_roles_port():
+    gpu = load_config(GPU)
+    solver, proposer = launcher_command(gpu, "solver"), launcher_command(gpu, "proposer")
+    assert solver[:3] == ["accelerate", "launch", "--multi_gpu"]
+    assert (
+        solver[solver.index("--num_processes") + 1] == "3"
+        and proposer[proposer.index("--num_processes") + 1] == "2"
+    )
+    ports = {c[c.index("--main_process_port") + 1] for c in (solver, proposer)}
+    assert ports == {"29510", "29520"}
+    assert solver[solver.index("--main_process_ip") + 1] == "127.0.0.1"
+    assert solver[solver.index("--mixed_precision") + 1] == "bf16"
+    torch = _cfg(trainer_launcher=["torchrun"], trainer_ranks={"solver": 2})
+    cmd = launcher_command(torch, "solver")
+    assert cmd[:1] == ["torchrun"] and cmd[cmd.index("--nproc-per-node") + 1] == "2"
+    assert (
+        cmd[cmd.index("--master-port") + 1] == "29510" and cmd[cmd.index("--master-addr") + 1] == "127.0.0.1"
+    )
+    assert len(launcher_command(_cfg(), "solver")) == 1  # no launcher: this Python
+
+
+def test_each_rank_gets_a_per_device_batch_of_its_share_and_its_own_slice():
+    cfg = _cfg(
+        questions_per_step=4, trainer_ranks={"solver": 2}, trainer_launcher=["torchrun"], micro_batch_size=5
+    )
+    one = grpo_config_kwargs(cfg, "solver", Path("/tmp/x"), world=1)
+    two = grpo_config_kwargs(cfg, "solver", Path("/tmp/x"), world=2)
+    assert one["per_device_train_batch_size"] * one["gradient_accumulation_steps"] == 20
+    assert two["per_device_train_batch_size"] * two["gradient_accumulation_steps"] == 10
+    assert two["ddp_backend"] == "gloo" and "ddp_backend" not in one
+    rows = {"reward": list(range(20)), "prompt_ids": [[i] for i in range(20)]}
+    halves = [rank_slice(rows, r, 2) for r in (0, 1)]
+    assert halves[0]["reward"] == list(range(10)) and halves[1]["reward"] == list(range(10, 20))
+    assert halves[0]["reward"] + halves[1]["reward"] == rows["reward"]  # whole groups of 5, in order
+
+
+def test_precision_and_checkpoint_cadence_reach_the_trainer():
+    cfg = _cfg(save_every=3, beta=0.01)
+    bf16 = grpo_config_kwargs(cfg, "solver", Path("/tmp/x"), compute="bfloat16")
+    fp32 = grpo_config_kwargs(cfg, "solver", Path("/tmp/x"), compute="float32")
+    assert bf16["bf16"] and not fp32["bf16"]
+    assert (
+        bf16["model_init_kwargs"] == {"dtype": "bfloat16"} and "model_init_kwargs" not in fp32
+    )  # the reference
+    assert bf16["save_steps"] == 3 and bf16["save_total_limit"] == 1
+    assert _cfg().train.save_every == 5
+    assert resolve_compute_dtype("float32", "cpu") == "float32"
+    assert resolve_compute_dtype("auto", "cpu") in ("bfloat16", "float32")
+
+
+def test_fsdp2_is_passed_to_gpu_jobs_only():
+    gpu = load_config(GPU)
+    kw = grpo_config_kwargs(gpu, "solver", Path("/tmp/x"), world=3, compute="bfloat16")
+    assert kw["fsdp"] is True and kw["fsdp_config"]["version"] == 2
+    assert kw["gradient_checkpointing"] is False and kw["fsdp_config"]["activation_checkpointing"] is True
+    cpu = load_config(GPU, {"solver_policy.device": "cpu", "proposer_policy.device": "cpu"})
+    assert "fsdp" not in grpo_config_kwargs(cpu, "solver", Path("/tmp/x"), world=3)
+
+
+def test_a_dead_rank_is_named_from_the_launchers_report(tmp_path):
+    log = tmp_path / "solver-trainer.log"
+    log.write_text(
+        "Root Cause (first observed failure):\n[0]:\n  time : now\n  host : localhost\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 12)\n"
+    )
+    (tmp_path / "solver-trainer.rank1.log").write_text("rank one was here\n")
+    msg = failure_message("solver", 1, log)
+    assert "rank 1 failed" in msg and "rank one was here" in msg and "solver-trainer.rank1.log" in msg
+    log.write_text("plain crash\n")
+    assert "plain crash" in failure_message("solver", 1, log)
