@@ -48,6 +48,7 @@ REFERENCES: dict[str, Reference] = {
     "train.epsilon_high": Reference(0.285, "SSP", "clip-higher"),
     "train.lr_scheduler": Reference("constant_with_warmup", "SSP"),
     "train.warmup_steps": Reference(5, "SSP"),
+    "train.save_every": Reference(5, "SSP", "a checkpoint every 5 steps (verl's save_freq in SSP's script)"),
 }
 
 # Where the GPU configs (and the project) knowingly differ from a reference value, and why.
