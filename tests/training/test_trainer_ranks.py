@@ -73,50 +73,42 @@ def test_two_ranks_update_equals_one_rank_for_both_roles(tmp_path, model):
 
 
 @pytest.mark.slow
-def test_gpu_path_learns_at_lr_1e6_and_ranks_die_with_the_orchestrator(tmp_path, model):
-    """fp32 master weights + bf16 compute, 2 ranks, AdamW at the GPU configs' lr 1e-6: the weights published for
-    step 1 (after one update) differ from the start almost everywhere. Then `sesa train`'s stand-in is killed
-    with SIGKILL while the ranks wait for step 1: they must all be gone within seconds."""
-    run = make_run(tmp_path, "learn", model, steps=2, learning_rate=1e-6, trainer_ranks={"solver": 2})
+def test_gpu_path_learns_at_lr_1e6_ranks_die_with_the_orchestrator_and_a_dead_rank_is_named(tmp_path, model):
+    """Two jobs at once, each 2 ranks with fp32 master weights + bf16 compute and AdamW at the GPU configs' lr
+    1e-6. The solver's weights published for step 1 (after one update) differ from the start almost everywhere;
+    then `sesa train`'s stand-in is killed with SIGKILL while its ranks wait for step 1, and they must all be
+    gone within seconds. The proposer's rank 1 is killed mid-run: the job's failure names it and its log."""
+    learn = make_run(tmp_path, "learn", model, steps=2, learning_rate=1e-6, trainer_ranks={"solver": 2})
+    dies = make_run(tmp_path, "dies", model, trainer_ranks={"proposer": 2})
     orchestrator = subprocess.Popen(["sleep", "600"])
-    job = start_job(run, "solver", orchestrator_pid=orchestrator.pid)
+    jobs = [start_job(learn, "solver", orchestrator_pid=orchestrator.pid), start_job(dies, "proposer")]
     try:
-        commit_step(run, 0, "solver", model)
-        sync = SyncDir(run)
-        wait_until(lambda: sync.is_ready("solver", 1), 300, "the update of step 0")
+        commit_step(learn, 0, "solver", model)
+        sync, other = SyncDir(learn), SyncDir(dies)
+        wait_until(lambda: other.is_ready("proposer", 0), 300, "the proposer's publish of step 0")
+        rank1 = next((other.root / "join").glob("proposer-*")) / "rank1"
+        os.kill(int(rank1.read_text()), signal.SIGKILL)
+        wait_until(lambda: sync.is_ready("solver", 1), 300, "the solver's update of step 0")
         after, start = weights(sync.weights_dir("solver")), weights(model)
         changed = sum(int((after[k] != start[k]).sum()) for k in start)
         total = sum(t.numel() for t in start.values())
         print(f"lr 1e-6, fp32 master + bf16 compute: {changed / total:.2%} of {total} weights changed")
         assert changed / total >= 0.99
-        assert len(job_processes(run)) >= 3  # the launcher and both ranks, waiting for step 1
+        assert len(job_processes(learn)) >= 3  # the launcher and both ranks, waiting for step 1
         orchestrator.send_signal(signal.SIGKILL)
         orchestrator.wait()
-        seconds = wait_until(lambda: not job_processes(run), 30, "ranks left after the orchestrator died")
+        seconds = wait_until(lambda: not job_processes(learn), 30, "ranks left after the orchestrator died")
         print(f"all ranks gone {seconds:.1f}s after the orchestrator's SIGKILL")
-        assert job.wait(10) != 0
+        assert jobs[0].wait(10) != 0
+        rc = jobs[1].wait(120)
     finally:
         orchestrator.kill()
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-
-
-@pytest.mark.slow
-def test_a_rank_that_dies_mid_step_is_named_with_its_log(tmp_path, model):
-    run = make_run(tmp_path, "dies", model, trainer_ranks={"solver": 2})
-    job = start_job(run, "solver")
-    try:
-        sync = SyncDir(run)
-        wait_until(lambda: sync.is_ready("solver", 0), 300, "step 0's publish")
-        rank1 = next((sync.root / "join").glob("solver-*")) / "rank1"
-        os.kill(int(rank1.read_text()), signal.SIGKILL)
-        rc = job.wait(120)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-    msg = failure_message("solver", rc, run / "logs" / "solver-trainer.log")
-    print(msg)
-    assert rc != 0 and "rank 1 failed" in msg and "solver-trainer.rank1.log" in msg
+        for job in jobs:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+    msg = failure_message("proposer", rc, dies / "logs" / "proposer-trainer.log")
+    print(msg.splitlines()[0])
+    assert rc != 0 and "rank 1 failed" in msg and "proposer-trainer.rank1.log" in msg
 
 
 def test_a_rank_that_never_joins_is_named_after_the_timeout(tmp_path):
