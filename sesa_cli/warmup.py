@@ -3,6 +3,7 @@ package that imports typer)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -17,6 +18,12 @@ from training.warmup.sft import (
     read_summary,
     run_warmup,
 )
+
+
+class ComputeDtype(str, Enum):
+    auto = "auto"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
 
 
 def warmup_command(
@@ -50,6 +57,14 @@ def warmup_command(
         min=0,
         help="Extra examples of the distiller's skill JSON (the embedded policy is the default distiller).",
     ),
+    compute_dtype: ComputeDtype = typer.Option(
+        ComputeDtype.auto,
+        "--compute-dtype",
+        case_sensitive=False,
+        help="dtype of the forward/backward passes; the weights and optimizer state stay float32. auto: "
+        "bfloat16 (autocast) on a CPU with bf16 matrix units (avx512_bf16 / amx_bf16), else float32. "
+        "See benchmarks/precision_speed.py.",
+    ),
 ) -> None:
     """Format warm-up: SFT a small policy on synthetic, grounded rollouts in the exact tag format."""
     from rich.console import Console
@@ -70,6 +85,7 @@ def warmup_command(
         learning_rate=learning_rate,
         threads=threads or None,
         distiller_examples=distiller,
+        compute_dtype=compute_dtype.value,
         echo=echo,
     )
     summary = read_summary(path) if (path / SUMMARY).exists() else {}
@@ -79,6 +95,7 @@ def warmup_command(
         "examples",
         "epochs",
         "steps",
+        "compute_dtype",
         "first_loss",
         "final_loss",
         "train_loss",

@@ -12,8 +12,13 @@ when present.
     sesa warmup                                   # the embedded SmolLM2-135M-Instruct -> embedded-warm
     sesa warmup --model HuggingFaceTB/SmolLM2-360M-Instruct --examples 96
     sesa warmup --force                           # rebuild
+    sesa warmup --force --compute-dtype float32   # rebuild with float32 compute (default auto: bf16 autocast
+                                                  # where the CPU has bf16 matrix units)
 
-Defaults are sized for a shared 2-core CPU (about 10 minutes); see ``DEFAULT_EXAMPLES``.
+Defaults are sized for a shared 2-core CPU (about 10 minutes in float32); see ``DEFAULT_EXAMPLES``. Weights
+and optimizer state are float32; the forward and backward passes run under bf16 autocast when the resolved
+compute dtype is bfloat16 (``benchmarks/precision_speed.py`` measures both). The pieces -- :func:`build_data`,
+:func:`sft_config_kwargs`, :func:`build_trainer` -- are what the benchmark reuses.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +40,7 @@ from filelock import FileLock
 
 from sesa_graph.embedded import EMBEDDED, resolve_policy_model
 from sesa_graph.heldout import SPLIT_VERSION
+from sesa_graph.precision import resolve_compute_dtype
 from tools.assets import sesa_home
 
 log = logging.getLogger(__name__)
@@ -106,6 +113,7 @@ def run_warmup(
     device: str = "cpu",
     mix: dict[str, float] | None = None,
     distiller_examples: int = DEFAULT_DISTILLER_EXAMPLES,
+    compute_dtype: str = "auto",
     echo: Callable[[str], None] = log.info,
 ) -> Path:
     """Warm up ``model`` and return the directory of the warmed copy (reused when already complete).
@@ -113,12 +121,17 @@ def run_warmup(
     ``model``: ``"embedded"`` or any HF id / local directory of a small causal LM with a chat template.
     ``examples``: number of synthetic rollouts; ``epochs``: passes over them; ``max_steps`` > 0 caps the
     optimizer steps (tests). ``out`` overrides ``warm_dir(model)``. ``threads``: torch CPU threads
-    (default :func:`auto_threads`).
+    (default :func:`auto_threads`). ``compute_dtype``: 'auto' | 'bfloat16' | 'float32', the dtype of the
+    forward/backward passes (bf16 autocast; the weights and optimizer state stay float32); 'auto' is bfloat16
+    on a CPU with bf16 matrix units (:func:`sesa_graph.precision.resolve_compute_dtype`). The one used is in
+    ``warmup.json``; a warm model built with the other one is still reused (it is current).
     """
     if examples < 1:
         raise ValueError(f"examples must be >= 1, got {examples}")
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
+    if compute_dtype not in ("auto", "bfloat16", "float32"):
+        raise ValueError(f"compute_dtype must be auto, bfloat16 or float32, got {compute_dtype!r}")
     target = Path(out) if out is not None else warm_dir(model)
     if is_current(target) and not force:
         echo(f"reusing {target} (built before; --force rebuilds)")
@@ -148,6 +161,7 @@ def run_warmup(
                 device=device,
                 mix=mix,
                 distiller_examples=distiller_examples,
+                compute_dtype=compute_dtype,
                 echo=echo,
             )
             (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
@@ -161,6 +175,183 @@ def run_warmup(
             shutil.rmtree(tmp, ignore_errors=True)
     echo(f"warmed model in {target}")
     return target
+
+
+@dataclass
+class WarmupData:
+    """The tokenized synthetic examples of one warm-up (what :func:`build_data` returns)."""
+
+    model: str  # as named: "embedded", an HF id or a directory
+    base: str  # where it loads from
+    tokenizer: Any
+    eot: int  # the end-of-turn token id
+    rows: list[Any]  # the WarmupExample records
+    encoded: list[dict[str, list[int]]]  # input_ids and completion_mask of each
+    seconds: float
+
+    @property
+    def kinds(self) -> Counter:
+        return Counter(ex.kind for ex in self.rows)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(e["input_ids"]) for e in self.encoded)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(sum(e["completion_mask"]) for e in self.encoded)
+
+
+def build_data(
+    model: str,
+    examples: int,
+    *,
+    seed: int = 0,
+    mix: dict[str, float] | None = None,
+    distiller_examples: int = 0,
+) -> WarmupData:
+    """The warm-up's synthetic, grounded examples of ``model``, tokenized with its tokenizer."""
+    from transformers import AutoTokenizer
+
+    from tools.backends import make_backend
+    from tools.config import SearchConfig
+    from training.warmup.synth import Synthesizer
+    from training.warmup.tokens import encode_example, end_of_turn_id
+
+    t0 = time.perf_counter()
+    base = resolve_policy_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError(
+            f"{model} has no chat template; the rollout format needs one (use an instruct model)"
+        )
+    eot = end_of_turn_id(tokenizer)
+    synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
+    rows = synth.generate(examples, mix)
+    if distiller_examples:
+        from training.warmup.distiller_data import distiller_examples as make_distiller_examples
+
+        rows += make_distiller_examples(distiller_examples, seed=seed)
+    encoded = [encode_example(ex, tokenizer, eot) for ex in rows]
+    return WarmupData(model, str(base), tokenizer, eot, rows, encoded, time.perf_counter() - t0)
+
+
+def sft_config_kwargs(
+    output_dir: str | Path,
+    *,
+    compute_dtype: str,
+    max_length: int,
+    epochs: float = DEFAULT_EPOCHS,
+    max_steps: int = -1,
+    seed: int = 0,
+    learning_rate: float = DEFAULT_LR,
+    grad_accum: int = DEFAULT_GRAD_ACCUM,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """The arguments of the warm-up's TRL ``SFTConfig`` (a function, so they can be checked without a trainer).
+
+    ``compute_dtype`` is the resolved one ('bfloat16' or 'float32', see
+    :func:`sesa_graph.precision.resolve_compute_dtype`): 'bfloat16' turns on accelerate's bf16 autocast
+    (``bf16=True``) around the forward pass -- on CPU as on a GPU -- while the weights, gradients and
+    optimizer state stay float32 (the model is loaded in float32 and never cast).
+    """
+    if compute_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"compute_dtype must be resolved to bfloat16 or float32, got {compute_dtype!r}")
+    return {
+        "output_dir": str(output_dir),
+        "num_train_epochs": epochs,
+        "max_steps": max_steps,
+        "per_device_train_batch_size": 1,  # no padding: on CPU every pad token is paid for
+        "gradient_accumulation_steps": grad_accum,
+        "learning_rate": learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 0,
+        "weight_decay": 0.0,
+        "max_grad_norm": 1.0,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": device == "cpu",
+        "bf16": compute_dtype == "bfloat16",
+        "gradient_checkpointing": False,
+        "completion_only_loss": True,  # labels = input_ids where completion_mask == 1, else -100
+        "max_length": max_length,
+        "dataloader_num_workers": 0,
+        "seed": seed,
+        "disable_tqdm": True,
+    }
+
+
+@dataclass
+class WarmupTrainer:
+    """The warm-up's ``SFTTrainer`` and what :meth:`save` puts back into the trained model."""
+
+    trainer: Any
+    special_ids: dict[str, Any]  # bos/eos/pad ids of the base model's config
+    generation_config: Any
+
+    def save(self, dest: Path) -> None:
+        """The trained model (float32 safetensors) with the base model's special-token ids, and the tokenizer."""
+        model = self.trainer.model
+        for key, value in self.special_ids.items():
+            setattr(model.config, key, value)
+        model.generation_config = self.generation_config
+        model.save_pretrained(dest, safe_serialization=True)
+        self.trainer.processing_class.save_pretrained(dest)
+
+
+def build_trainer(
+    data: WarmupData,
+    output_dir: str | Path,
+    *,
+    compute_dtype: str,
+    epochs: float = DEFAULT_EPOCHS,
+    max_steps: int = -1,
+    seed: int = 0,
+    learning_rate: float = DEFAULT_LR,
+    grad_accum: int = DEFAULT_GRAD_ACCUM,
+    device: str = "cpu",
+    callbacks: list[Any] | None = None,
+) -> WarmupTrainer:
+    """The warm-up's ``SFTTrainer`` over ``data``: the base model loaded in float32 (master weights), compute in
+    ``compute_dtype`` (resolved: 'bfloat16' or 'float32'). Call ``.trainer.train()``, then ``.save(dest)``."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = data.tokenizer
+    lm = AutoModelForCausalLM.from_pretrained(data.base, dtype=torch.float32)
+    # The trainer aligns the model's special-token ids with the tokenizer's; keep the base model's own ids
+    # (the converted SmolLM2 tokenizer names <|im_start|> as EOS, the model's generation config <|im_end|>).
+    special_ids = {k: getattr(lm.config, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    generation_config = copy.deepcopy(lm.generation_config)
+    if tokenizer.pad_token is None:  # keep the model's own pad token when it has one
+        pad_id = getattr(lm.config, "pad_token_id", None)
+        tokenizer.pad_token = (
+            tokenizer.convert_ids_to_tokens(pad_id) if pad_id is not None else tokenizer.eos_token
+        )
+    args = SFTConfig(
+        **sft_config_kwargs(
+            output_dir,
+            compute_dtype=compute_dtype,
+            max_length=max(len(e["input_ids"]) for e in data.encoded),
+            epochs=epochs,
+            max_steps=max_steps,
+            seed=seed,
+            learning_rate=learning_rate,
+            grad_accum=grad_accum,
+            device=device,
+        )
+    )
+    trainer = SFTTrainer(
+        model=lm,
+        args=args,
+        train_dataset=Dataset.from_list(data.encoded),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    return WarmupTrainer(trainer, special_ids, generation_config)
 
 
 def _train(
@@ -178,84 +369,38 @@ def _train(
     mix: dict[str, float] | None,
     echo: Callable[[str], None],
     distiller_examples: int = 0,
+    compute_dtype: str = "auto",
 ) -> dict[str, Any]:
     import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
-    from tools.backends import make_backend
-    from tools.config import SearchConfig
-    from training.warmup.synth import Synthesizer
-    from training.warmup.tokens import encode_example, end_of_turn_id
 
     t0 = time.perf_counter()
     threads = threads or auto_threads()
     torch.set_num_threads(threads)
-    base = resolve_policy_model(model)
+    dtype = resolve_compute_dtype(compute_dtype, device)
     echo(
-        f"base model {model} ({base}); {examples} examples x {epochs} epochs, lr {learning_rate}, "
-        f"{threads} CPU thread(s), device {device}"
+        f"base model {model} ({resolve_policy_model(model)}); {examples} examples x {epochs} epochs, lr "
+        f"{learning_rate}, {threads} CPU thread(s), device {device}, {dtype} compute (float32 weights)"
     )
-
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise ValueError(
-            f"{model} has no chat template; the rollout format needs one (use an instruct model)"
-        )
-    eot = end_of_turn_id(tokenizer)
-    synth = Synthesizer(make_backend(SearchConfig()), seed=seed)
-    rows = synth.generate(examples, mix)
-    if distiller_examples:
-        from training.warmup.distiller_data import distiller_examples as make_distiller_examples
-
-        rows += make_distiller_examples(distiller_examples, seed=seed)
-    encoded = [encode_example(ex, tokenizer, eot) for ex in rows]
+    data = build_data(model, examples, seed=seed, mix=mix, distiller_examples=distiller_examples)
+    rows, kinds = data.rows, data.kinds
     t_data = time.perf_counter() - t0
-    kinds = Counter(ex.kind for ex in rows)
-    n_tokens = sum(len(e["input_ids"]) for e in encoded)
-    n_trained = sum(sum(e["completion_mask"]) for e in encoded)
     echo(
-        f"{len(rows)} grounded examples ({dict(sorted(kinds.items()))}), {n_tokens} tokens, {n_trained} trained, "
-        f"in {t_data:.1f}s"
+        f"{len(rows)} grounded examples ({dict(sorted(kinds.items()))}), {data.tokens} tokens, "
+        f"{data.trained_tokens} trained, in {t_data:.1f}s"
     )
 
-    lm = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    # The trainer aligns the model's special-token ids with the tokenizer's; keep the base model's own ids
-    # (the converted SmolLM2 tokenizer names <|im_start|> as EOS, the model's generation config <|im_end|>).
-    special_ids = {k: getattr(lm.config, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    generation_config = copy.deepcopy(lm.generation_config)
-    if tokenizer.pad_token is None:  # keep the model's own pad token when it has one
-        pad_id = getattr(lm.config, "pad_token_id", None)
-        tokenizer.pad_token = (
-            tokenizer.convert_ids_to_tokens(pad_id) if pad_id is not None else tokenizer.eos_token
-        )
-    dataset = Dataset.from_list(encoded)
-    max_len = max(len(e["input_ids"]) for e in encoded)
-    args = SFTConfig(
-        output_dir=str(dest / "_trainer"),
-        num_train_epochs=epochs,
+    warm = build_trainer(
+        data,
+        dest / "_trainer",
+        compute_dtype=dtype,
+        epochs=epochs,
         max_steps=max_steps,
-        per_device_train_batch_size=1,  # no padding: on CPU every pad token is paid for
-        gradient_accumulation_steps=grad_accum,
-        learning_rate=learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=device == "cpu",
-        bf16=False,
-        gradient_checkpointing=False,
-        completion_only_loss=True,  # labels = input_ids where completion_mask == 1, else -100
-        max_length=max_len,
-        dataloader_num_workers=0,
         seed=seed,
-        disable_tqdm=True,
+        learning_rate=learning_rate,
+        grad_accum=grad_accum,
+        device=device,
     )
-    trainer = SFTTrainer(model=lm, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = warm.trainer
     t1 = time.perf_counter()
     result = trainer.train()
     t_train = time.perf_counter() - t1
@@ -266,18 +411,14 @@ def _train(
         f" -> {losses[-1] if losses else float('nan'):.3f}"
     )
 
-    for key, value in special_ids.items():
-        setattr(trainer.model.config, key, value)
-    trainer.model.generation_config = generation_config
-    trainer.model.save_pretrained(dest, safe_serialization=True)
-    tokenizer.save_pretrained(dest)
+    warm.save(dest)
     shutil.rmtree(dest / "_trainer", ignore_errors=True)
     (dest / "warmup_examples.jsonl").write_text(
         "".join(json.dumps(ex.to_record(), ensure_ascii=False) + "\n" for ex in rows)
     )
     return {
         "base_model": model,
-        "base_path": str(base),
+        "base_path": data.base,
         "examples": len(rows),
         "heldout_split": SPLIT_VERSION,  # examples leave these articles out; a new split needs a new warm-up
         "examples_by_kind": dict(sorted(kinds.items())),
@@ -285,8 +426,9 @@ def _train(
         "steps": trainer.state.global_step,
         "learning_rate": learning_rate,
         "grad_accum": grad_accum,
-        "tokens": n_tokens,
-        "trained_tokens": n_trained,
+        "compute_dtype": dtype,  # of the forward/backward passes (autocast); the weights are float32
+        "tokens": data.tokens,
+        "trained_tokens": data.trained_tokens,
         "train_loss": float(result.training_loss),
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,
@@ -296,7 +438,7 @@ def _train(
         "data_seconds": round(t_data, 1),
         "threads": threads,
         "seed": seed,
-        "end_of_turn_token": tokenizer.convert_ids_to_tokens(eot),
+        "end_of_turn_token": data.tokenizer.convert_ids_to_tokens(data.eot),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
