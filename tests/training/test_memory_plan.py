@@ -153,3 +153,11 @@ def test_sesa_plan_prints_the_plan_and_exits_0_or_2_with_one_line():
     assert "OVER by" in bad.stdout
     (line,) = bad.stderr.splitlines()
     assert line.startswith("error: qwen3-4b-h200 cannot fit its GPUs: GPU 0 needs") and "short by" in line
+
+
+def test_sesa_train_refuses_a_layout_that_cannot_fit_before_anything_starts(tmp_path):
+    from training.launch import train
+
+    with pytest.raises(UserError, match="GPU 0 needs .* short by"):
+        train(load_config(H200, OLD_H200), runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()  # no run directory, no process
