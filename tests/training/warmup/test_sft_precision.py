@@ -102,7 +102,7 @@ def test_bf16_compute_keeps_float32_weights(tiny, tmp_path, dtype):
         lambda mod, args, out: computed.add(out.dtype)
     )
     try:
-        trainer.train()
+        warm.train()
     finally:
         hook.remove()
     assert computed == {getattr(torch, dtype)}  # the matmuls ran in the compute dtype
@@ -136,3 +136,32 @@ def test_cli_switch(tmp_path, monkeypatch):
     assert calls == ["float32", "auto"]
     bad = runner.invoke(app, ["warmup", "--compute-dtype", "float16"])
     assert bad.exit_code != 0 and not calls[2:]
+
+
+def test_scoring_only_the_trained_positions_changes_no_loss(tiny, tmp_path):
+    """TRL's fused LM head limited to the labelled positions (a CPU speed-up) trains to the same losses."""
+    import torch
+    import trl.trainer.utils as trl_utils
+
+    original = trl_utils._use_triton
+    with sft.trained_positions_only() as patched:
+        assert patched, "this TRL's fused LM head changed: trained_positions_only no longer applies"
+        assert trl_utils._use_triton(torch.device("cpu")) is True
+    assert trl_utils._use_triton is original
+
+    losses, norms = {}, {}
+    for only in (False, True):
+        warm = sft.build_trainer(
+            tiny,
+            tmp_path / str(only),
+            compute_dtype="float32",
+            max_steps=2,
+            grad_accum=1,
+            score_trained_only=only,
+        )
+        warm.train()
+        hist = [h for h in warm.trainer.state.log_history if "loss" in h]
+        losses[only], norms[only] = [h["loss"] for h in hist], [h["grad_norm"] for h in hist]
+    assert trl_utils._use_triton is original  # restored after training
+    assert losses[True] == pytest.approx(losses[False], abs=1e-5)
+    assert norms[True] == pytest.approx(norms[False], rel=1e-4)
