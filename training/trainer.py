@@ -270,6 +270,7 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
 
     from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.precision import resolve_compute_dtype
+    from training.warmup.sft import trained_positions_only
 
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     on_cpu = pcfg.device == "cpu"
@@ -350,7 +351,11 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
     )
     if rank.main:
         log.info("autocast: %s", trainer.accelerator.mixed_precision)
-    trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
+    # TRL's fused LM head scores only the trained (completion) positions, as it does on CUDA; on CPU it
+    # otherwise projects every prompt position onto the vocabulary too (benchmarks/precision_speed.py: the
+    # solver's update 41.8 -> 36.8 s a step under bf16, the same losses)
+    with trained_positions_only():
+        trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
     final = run_dir / "policies" / role
     trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
     if rank.main:
