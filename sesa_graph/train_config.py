@@ -190,6 +190,13 @@ class TrainConfig(Strict):
         "'auto': bfloat16 on a GPU with bf16 support and on a CPU with bf16 matrix units (avx512_bf16 or "
         "amx_bf16), else float32. Measured on this project's 2-core CPU: see benchmarks/precision_speed.py.",
     )
+    score_trained_positions_only: bool = Field(
+        True,
+        description="TRL's fused LM head projects only the completion positions a step trains on, as TRL does on "
+        "CUDA; off CUDA TRL projects every prompt position onto the vocabulary too and masks the result. Same "
+        "update (tests/training/test_trainer_ranks.py); the solver's CPU update took 36.8 instead of 41.8 s a step "
+        "under bf16 (benchmarks/precision_speed.py). False: TRL's CPU default.",
+    )
     optim: str = Field(
         "adamw_torch",
         description="The transformers optimizer name of both trainers (TrainingArguments.optim), e.g. "

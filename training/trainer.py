@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -351,10 +352,10 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
     )
     if rank.main:
         log.info("autocast: %s", trainer.accelerator.mixed_precision)
-    # TRL's fused LM head scores only the trained (completion) positions, as it does on CUDA; on CPU it
-    # otherwise projects every prompt position onto the vocabulary too (benchmarks/precision_speed.py: the
-    # solver's update 41.8 -> 36.8 s a step under bf16, the same losses)
-    with trained_positions_only():
+    scoring = trained_positions_only() if cfg.train.score_trained_positions_only else nullcontext(False)
+    with scoring as compact:
+        if rank.main:
+            log.info("trained positions only: %s", compact)
         trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
     final = run_dir / "policies" / role
     trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
