@@ -106,7 +106,7 @@ def ensure_models(cfg: RunConfig) -> None:
                 else "is not built yet"
             )
             console.print(
-                f"[bold]The format-warmed embedded policy {why}: running `sesa warmup` first (about 12 minutes "
+                f"[bold]The format-warmed embedded policy {why}: running `sesa warmup` first (about 2-5 minutes "
                 "on 2 cores, once, cached in $SESA_HOME).[/]"
             )
             run_warmup("embedded")
