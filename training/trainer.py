@@ -363,6 +363,11 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
         tokenizer.save_pretrained(str(final))
         (final / ".complete").write_text("ok\n")
         log.info("done: %s", final)
+    if rank.world > 1:
+        # a rank that exits with its process group alive aborts in C++ at interpreter exit ("terminate called
+        # without an active exception", seen once in a CI run) and the launcher then kills rank 0 mid-save
+        trainer.accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
