@@ -84,10 +84,14 @@ def launcher_command(cfg: RunConfig, role: str) -> list[str]:
     ]
 
 
-def _bin(cmd: list[str]) -> list[str]:
-    """A launcher named without a path runs from this Python's environment (the venv's torchrun/accelerate)."""
+def trainer_command(cfg: RunConfig, run_dir: Path, role: str) -> list[str]:
+    """The whole command of ``role``'s trainer job; a launcher named without a path runs from this Python's
+    environment (the venv's torchrun/accelerate)."""
+    cmd = launcher_command(cfg, role)
     local = Path(sys.executable).parent / cmd[0]
-    return [str(local), *cmd[1:]] if "/" not in cmd[0] and local.exists() else cmd
+    if "/" not in cmd[0] and local.exists():
+        cmd = [str(local), *cmd[1:]]
+    return [*cmd, "-m", "training.trainer", str(run_dir.resolve()), "--role", role]
 
 
 class TrainerProcesses:
@@ -115,8 +119,7 @@ class TrainerProcesses:
         for role in ROLES:
             log = self.run_dir / "logs" / f"{role}-trainer.log"
             self.logs[role] = log
-            cmd = _bin(launcher_command(self.cfg, role))
-            cmd += ["-m", "training.trainer", str(self.run_dir.resolve()), "--role", role]
+            cmd = trainer_command(self.cfg, self.run_dir, role)
             role_env = dict(env, CUDA_VISIBLE_DEVICES=gpus[role]) if role in gpus else env
             self.procs[role] = subprocess.Popen(
                 cmd,

@@ -17,7 +17,7 @@ from sesa_graph.config import load_config
 from sesa_graph.trajectory import Trajectory
 from training.store import TrajectoryStore
 from training.sync import SyncDir
-from training.trainer_jobs import ROOT, _bin, launcher_command, live_trainer_processes
+from training.trainer_jobs import ROOT, live_trainer_processes, trainer_command
 
 job_processes = live_trainer_processes
 
@@ -128,7 +128,7 @@ def commit_step(run: Path, step: int, role: str, model: Path, seed: int = 0) -> 
 def start_job(run: Path, role: str, orchestrator_pid: int | None = None) -> subprocess.Popen:
     """The role's trainer job, started as ``sesa train`` starts it (launcher, ranks, port, environment)."""
     cfg = load_config(run / "config.yaml")
-    cmd = _bin(launcher_command(cfg, role)) + ["-m", "training.trainer", str(run), "--role", role]
+    cmd = trainer_command(cfg, run, role)
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
     if orchestrator_pid is not None:
         from training.trainer_jobs import process_start_time
