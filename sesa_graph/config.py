@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from sesa_graph.cluster_config import ClusterConfig
 from sesa_graph.config_yaml import ConfigError, apply_overrides, read_config_file, validation_message
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
@@ -209,6 +210,10 @@ class RunConfig(Strict):
         default_factory=MemoryConfig, description="Skill memory (the solver's bank)."
     )
     train: TrainConfig = Field(default_factory=TrainConfig, description="Self-play training.")
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig,
+        description="Where the orchestrator and the trainer jobs run, and how they reach each other.",
+    )
     models: dict[str, EndpointConfig] = Field(
         default_factory=default_models,
         description="Fixed models -- never trained -- by name, for judge, distiller and proposer.rag_reader. "

@@ -265,7 +265,8 @@ class TrainConfig(Strict):
         return self
 
     def ranks(self, role: str) -> int:
-        """Processes of ``role``'s trainer job: trainer_ranks, else one per GPU in trainer_gpus, else 1."""
+        """Processes of ``role``'s trainer job, all nodes together: trainer_ranks, else one per GPU in
+        trainer_gpus, else 1."""
         if role in self.trainer_ranks:
             return self.trainer_ranks[role]
         gpus = self.trainer_gpus.get(role)
@@ -290,20 +291,33 @@ def check_train_layout(cfg: RunConfig) -> None:
                 f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
                 f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
             )
+        nodes = cfg.cluster.trainer_nodes
+        if nodes > 1 and role not in t.trainer_ranks:
+            raise ValueError(
+                f"cluster.trainer_nodes is {nodes}: give train.trainer_ranks.{role}, the {role} job's ranks over "
+                "all its nodes"
+            )
+        if ranks % nodes:
+            raise ValueError(
+                f"train.trainer_ranks.{role} is {ranks}, which cluster.trainer_nodes={nodes} does not divide; "
+                "each trainer node runs an equal share of a job's ranks"
+            )
         pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
         gpus = t.trainer_gpus.get(role)
         if pcfg.device.startswith("cuda") and gpus and role in t.trainer_ranks:
             count = len([g for g in gpus.split(",") if g.strip()])
-            if count != ranks:
+            if count * nodes != ranks:
                 raise ValueError(
                     f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
-                    f"({gpus!r}); a GPU trainer runs one rank per GPU"
+                    f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
                 )
     taken = {
         f"{name}.port": p.port
         for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
         if p.port is not None
     }
+    if cfg.cluster.coordinator_port is not None:
+        taken["cluster.coordinator_port"] = cfg.cluster.coordinator_port
     for role, port in t.rendezvous_ports.items():
         for key, other in taken.items():
             if other == port:
