@@ -17,7 +17,7 @@ from sesa_cli.config import config_app
 from sesa_cli.plan import plan_command
 from sesa_cli.policy import policy_app
 from sesa_cli.search import search_app
-from sesa_cli.train import train
+from sesa_cli.train import train, trainers
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -44,6 +44,7 @@ def build_app() -> typer.Typer:
         """sesa-graph: self-evolving search agents (search self-play + a distilled skill bank)."""
 
     app.command()(train)
+    app.command()(trainers)
     app.command()(rollouts.rollout)
     app.command()(rollouts.propose)
     app.command("warmup")(warmup_command)

@@ -108,3 +108,44 @@ def _resume_overrides(
         return ov, flags
     from_file = flatten(load_config(config).model_dump(mode="json"))
     return {**from_file, **ov}, {**{k: f"--config {config} ({k})" for k in from_file}, **flags}
+
+
+def trainers(
+    coordinator: str = typer.Option(
+        ...,
+        "--coordinator",
+        help="HOST:PORT of the run's coordinator: cluster.coordinator_host and coordinator_port of the config "
+        "`sesa train` runs (it prints the address when it starts).",
+    ),
+    node_rank: int | None = typer.Option(
+        None,
+        "--node-rank",
+        help="This node among the trainer nodes, 0..cluster.trainer_nodes-1 (default $NODE_RANK).",
+    ),
+    workdir: Path = typer.Option(
+        Path("trainer-work"),
+        "--workdir",
+        help="This node's folder for the jobs: checkpoints/, policies/, logs/. Keep it for --resume.",
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="This node's copy of the run config, checked against the orchestrator's (differences are named).",
+    ),
+    main_address: str | None = typer.Option(
+        None,
+        "--main-address",
+        help="The trainer jobs' rendezvous host, the first trainer node (default: cluster.main_address, else "
+        "$MASTER_ADDR, else 127.0.0.1).",
+    ),
+    verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
+) -> None:
+    """Run this node's share of both trainer jobs of a run whose orchestrator (`sesa train` with
+    cluster.trainers: external) runs elsewhere. One command per trainer node; stop it with Ctrl-C."""
+    from training.trainer_node import run_node
+
+    setup_logging(verbose)
+    rc = run_node(coordinator, workdir, node_rank, config, main_address, say=typer.echo)
+    if rc:
+        raise typer.Exit(rc)

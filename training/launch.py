@@ -23,6 +23,7 @@ from rich.table import Table
 
 from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
+from training.coordinator import Coordinator
 from training.sync import SyncDir
 from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
 
@@ -204,7 +205,6 @@ def train(
         f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}"
     )
     t0 = time.time()
-    trainers = TrainerProcesses(run_dir, cfg)
     rows = read_metrics(run_dir).rows  # per step the latest attempt's record
     # `kill <pid>` (SIGTERM) would otherwise end this process without the cleanup below and leave both
     # trainers running; treat it like Ctrl-C.
@@ -213,11 +213,27 @@ def train(
         if threading.current_thread() is threading.main_thread()
         else None
     )
+    coord = Coordinator(
+        cfg.cluster, (run_dir / "config.yaml").read_text(), {"run": str(run_dir.resolve()), "name": cfg.name}
+    )
+    local = cfg.cluster.trainers == "local"
+    trainers = TrainerProcesses(run_dir, cfg, coord.address) if local else None
     orch = None
     phases: dict[str, float] = {}
     try:
-        trainers.start()
-        orch = Orchestrator(cfg, run_dir, resume=resume is not None)
+        if trainers is not None:
+            trainers.start()
+        else:
+            console.print(
+                f"coordinator at {coord.address}: start the trainer jobs on each of the "
+                f"{cfg.cluster.trainer_nodes} trainer node(s) with\n  sesa trainers --coordinator {coord.address} "
+                "--node-rank N --workdir DIR",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        alive = trainers.dead if trainers is not None else (lambda: None)
+        orch = Orchestrator(cfg, run_dir, coord, resume=resume is not None)
         phases["policies_ready_s"] = round(time.time() - t0, 1)
         console.print(
             f"policies ready after {time.time() - t0:.0f}s "
@@ -229,16 +245,23 @@ def train(
                 rows.append(s.metrics)
                 live.update(step_table(rows))
 
-            orch.run(start, trainers.dead, on_step)
+            orch.run(start, alive, on_step)
         console.print("waiting for the trainers' last optimizer step ...")
         t_last = time.time()
-        trainers.wait(cfg.train.wait_timeout_s)
+        finals = coord.wait_done(cfg.train.wait_timeout_s, alive)
+        take_final_policies(coord, run_dir, finals)
+        if trainers is not None:
+            trainers.wait(cfg.train.wait_timeout_s)
         phases["last_update_s"] = round(time.time() - t_last, 1)
         SyncDir(run_dir).clear_weights()
     except BaseException as exc:
-        dead = trainers.dead()  # before stopping them: a trainer this process stops is not the cause
-        SyncDir(run_dir).stop(f"{type(exc).__name__}: {exc}")
-        trainers.stop()
+        dead = trainers.dead() if trainers is not None else None  # before stopping them: not the cause
+        dead = dead or coord.trainer_trouble()
+        reason = f"{type(exc).__name__}: {exc}"
+        SyncDir(run_dir).stop(reason)
+        coord.stop(reason)
+        if trainers is not None:
+            trainers.stop()
         if isinstance(exc, (KeyboardInterrupt, SystemExit, UserError)):
             raise
         cause = str(exc) if dead is None or dead in str(exc) else dead
@@ -247,14 +270,33 @@ def train(
     finally:
         if orch is not None:
             orch.close()
-        trainers.stop()
+        if trainers is not None:
+            trainers.stop()
+        coord.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     summary = write_summary(
         run_dir, cfg, rows, time.time() - t0, phase_split(rows[-(cfg.train.steps - start) :], phases)
     )
+    summary["network_bytes"] = dict(coord.bytes_sent)  # what crossed the coordinator, by kind
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def take_final_policies(coord: Coordinator, run_dir: Path, finals: dict[str, dict[str, Any]]) -> None:
+    """Final weights sent through the coordinator go to ``policies/<role>`` of the run directory, beside
+    everything else of the run; written on a trainer node they stay there (its path is in the summary)."""
+    from sesa_graph.weights_wire import drop, fetch_dir
+
+    for role, msg in finals.items():
+        w = msg["policy"]
+        if w["kind"] == "store":
+            dest = run_dir / "policies" / role
+            fetch_dir(coord.store, w["prefix"], dest)
+            drop(coord.store, w["prefix"])
+            (dest / "VERSION").unlink(missing_ok=True)
+            coord.bytes_sent[f"final/{role}"] = w["bytes"]
 
 
 def check_gpu_plan(cfg: RunConfig) -> None:

@@ -1,8 +1,8 @@
 """The self-play orchestrator: per step, wait for both trainers, run the self-play step graph against the
 two rollout policies, apply the skill-memory lifecycle, and commit both roles' trajectories.
 
-It is the skill bank's single writer. On CPU its rollout policies are local and reload the weights each
-trainer publishes (``training.sync``); a step is committed only after its shards, the memory's step
+It is the skill bank's single writer. Its rollout policies reload the weights each trainer publishes
+(``training.coordinator`` says where they are); a step is committed only after its shards, the memory's step
 boundary and the metrics line are written, so ``--resume`` restarts at the first uncommitted step.
 """
 
@@ -29,7 +29,9 @@ from sesa_graph.policy.factory import make_judge, needed_models, role_client, st
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
+from sesa_graph.weights_wire import drop, fetch_dir
 from tools.backends import make_backend
+from training.coordinator import Coordinator
 from training.metrics_log import append_record
 from training.probe_eval import ProbeEval
 from training.reuse import ReusePool
@@ -50,11 +52,19 @@ class StepSummary:
 
 
 class Orchestrator:
-    def __init__(self, cfg: RunConfig, run_dir: str | Path, resume: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: str | Path,
+        coordinator: Coordinator | None = None,
+        resume: bool = False,
+    ) -> None:
+        """``coordinator``: the trainers' barrier (:meth:`run` needs it; a step run alone does not)."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.store = TrajectoryStore(run_dir)
         self.sync = SyncDir(run_dir)
+        self.coord = coordinator
         self.tracker = StepTracker(self.run_dir, cfg.train.report_to, cfg.name)
         self.search = make_backend(cfg.search)
         logs = self.run_dir / "logs"
@@ -145,18 +155,32 @@ class Orchestrator:
             )
 
     # ---- weights ------------------------------------------------------------------------------------
-    def sync_weights(self) -> dict[str, float]:
-        """Load each trainer's published weights into its rollout policy; with vLLM the server is checked to
-        serve the published version (and its embedding) before any rollout of the step starts."""
+    def sync_weights(self, ready: dict[str, dict[str, Any]]) -> dict[str, float]:
+        """Load each trainer's published weights (``ready``: the roles' ready messages) into its rollout
+        policy; with vLLM the server is checked to serve the published version (and its embedding) before
+        any rollout of the step starts. Weights sent through the coordinator land in this node's run
+        directory first."""
         seconds: dict[str, float] = {}
         for role, policy in (("proposer", self.proposer_policy), ("solver", self.solver_policy)):
-            v = self.sync.weights_version(role)
-            if v is not None and v != self.versions[role] and hasattr(policy, "reload"):
-                t0 = time.perf_counter()
-                policy.reload(self.sync.weights_dir(role))  # a vLLM server must then report version v
+            w, v = ready[role]["weights"], ready[role]["step"]
+            t0 = time.perf_counter()
+            path = Path(w["path"]) if w["kind"] == "file" else self.sync.weights_dir(role)
+            if w["kind"] == "store":
+                sent = self.coord.bytes_sent
+                sent[f"weights/{role}"] = sent.get(f"weights/{role}", 0) + w["bytes"]
+                if v != self.versions[role]:  # version 0 is the weights the servers started with
+                    fetch_dir(self.coord.store, w["prefix"], path)
+                drop(self.coord.store, w["prefix"])
+            if w["kind"] != "nccl" and v != self.versions[role] and hasattr(policy, "reload"):
+                policy.reload(path)  # a vLLM server must then report version v
+            if v != self.versions[role]:
                 self.versions[role] = v
                 seconds[role] = round(time.perf_counter() - t0, 3)
         return seconds
+
+    def replay(self, role: str, step: int) -> tuple[dict[str, Any], bytes]:
+        """A committed step's metrics and ``role`` shard, for a trainer resumed from an older checkpoint."""
+        return self.sync.committed(step), self.store.path(step, role).read_bytes()
 
     def servers_dead(self) -> str | None:
         """A message naming a policy server that has exited (None while all run or none is ours)."""
@@ -233,7 +257,10 @@ class Orchestrator:
         )
         append_record(self.run_dir, metrics)
         self.tracker.log_step(metrics)
-        self.sync.commit(step, metrics)
+        self.sync.commit(step, metrics)  # the run's record: --resume starts after the last one
+        if self.coord is not None:
+            shards = {r: self.store.path(step, r).read_bytes() for r in ("proposer", "solver")}
+            self.coord.commit(step, shards, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
 
     def _reuse_items(
@@ -342,15 +369,10 @@ class Orchestrator:
 
         for step in range(start, self.cfg.train.steps):
             t0 = time.perf_counter()
-            for role in ("proposer", "solver"):
-                self.sync.wait(
-                    lambda r=role, s=step: self.sync.is_ready(r, s),
-                    f"the {role} trainer (step {step})",
-                    timeout,
-                    everyone_alive,
-                )
+            assert self.coord is not None, "Orchestrator.run needs the coordinator"
+            ready = self.coord.wait_ready(step, timeout, everyone_alive, self.replay)
             waited = time.perf_counter() - t0
-            synced = self.sync_weights()
+            synced = self.sync_weights(ready)
             if (dead := self.servers_dead()) is not None:
                 raise PolicyUnavailableError(dead)
             summary = self.run_step(

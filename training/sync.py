@@ -74,6 +74,9 @@ class SyncDir:
     def commit(self, step: int, metrics: dict[str, Any]) -> None:
         _touch_json(self.root / f"committed-{step}.json", metrics)
 
+    def committed(self, step: int) -> dict[str, Any]:
+        return json.loads((self.root / f"committed-{step}.json").read_text())
+
     def is_committed(self, step: int) -> bool:
         return (self.root / f"committed-{step}.json").exists()
 

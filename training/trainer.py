@@ -1,8 +1,9 @@
-"""One policy's GRPO trainer process: ``python -m training.trainer RUN_DIR --role solver|proposer``.
+"""One policy's GRPO trainer job: ``python -m training.trainer WORKDIR --role solver|proposer --coordinator
+HOST:PORT`` (under a launcher for several ranks; ``sesa train`` or ``sesa trainers`` builds the command).
 
 TRL's ``GRPOTrainer`` does the optimization; generation is ours. Its ``rollout_func`` is the barrier of
-``training.sync``: it publishes the current weights as version t ("weights synced for step t"), waits for
-the orchestrator to commit step t, and returns this role's selected trajectories of step t -- prompt and
+``training.coordinator``: it publishes the current weights as version t ("weights synced for step t"), waits
+for the orchestrator to commit step t, and returns this role's selected trajectories of step t -- prompt and
 completion ids, sampled log-probs, ``env_mask`` (injected <information> tokens are not trained on) and
 the reward as an extra field, which the reward function passes through.
 
@@ -21,20 +22,22 @@ weights, after the ranks agree on them (FSDP2: the gathered full state dict). We
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
 import shutil
-import sys
+import socket
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.config import RunConfig, load_config
-from training.ranks import Rank, join, orchestrator_gone, start_watchdog, this_rank, use_own_log
-from training.store import TrajectoryStore
+from sesa_graph.config import RunConfig
+from tools.errors import ServiceError, UserError
+from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
 from training.sync import PeerDiedError, SyncDir
 from training.tracking import tensorboard_dir
+from training.trainer_setup import Setup, cleanup_sent, come_up, shared_checkpoint
 
 log = logging.getLogger("sesa.trainer")
 
@@ -152,6 +155,8 @@ def grpo_config_kwargs(
         # the reference model only scores: bf16 halves its memory (TRL builds it from these kwargs)
         **({"model_init_kwargs": {"dtype": "bfloat16"}} if bf16 and tc.beta > 0 else {}),
         **({"ddp_backend": "gloo"} if on_cpu and world > 1 else {}),
+        # ranks other than 0 wait in a collective while the orchestrator runs a step's rollouts
+        ddp_timeout=int(tc.wait_timeout_s) + 300,
         **(
             {
                 "fsdp": True,
@@ -195,17 +200,29 @@ def fingerprint(state: dict[str, Any]) -> float:
     return float(sum(t.detach().double().sum() for t in state.values() if torch.is_floating_point(t)))
 
 
-def publish_state(sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank) -> None:
-    """Rank 0 writes the full ``state`` (gathered by every rank before) as version ``step`` and marks the role
-    ready; the other ranks write nothing, so one directory never has two writers."""
-    if rank.main:
-        # a gathered state dict holds a tied weight twice; the file, like save_pretrained's own, holds it once
-        tied = getattr(model, "all_tied_weights_keys", None) or {}
-        state = {k: v for k, v in state.items() if k not in tied}
-        sync.publish_weights(
-            role, step, lambda d: model.save_pretrained(d, state_dict=state, safe_serialization=True)
-        )
-        sync.mark_ready(role, step)
+def publish_state(sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank) -> Path | None:
+    """Rank 0 writes the full ``state`` (gathered by every rank before) as version ``step`` and returns its
+    directory; the other ranks write nothing, so one directory never has two writers."""
+    if not rank.main:
+        return None
+    # a gathered state dict holds a tied weight twice; the file, like save_pretrained's own, holds it once
+    tied = getattr(model, "all_tied_weights_keys", None) or {}
+    state = {k: v for k, v in state.items() if k not in tied}
+    return sync.publish_weights(
+        role, step, lambda d: model.save_pretrained(d, state_dict=state, safe_serialization=True)
+    )
+
+
+def send_weights(link: Any, transport: str, role: str, step: int, path: Path | None) -> dict[str, Any]:
+    """The ready message's ``weights``: where the orchestrator finds version ``step``."""
+    if transport == "file":
+        return {"kind": "file", "path": str(path), "version": step}
+    if transport == "store":
+        from sesa_graph.weights_wire import put_dir
+
+        prefix = f"weights/{role}/{step}"
+        return {"kind": "store", "prefix": prefix, "bytes": put_dir(link.store, prefix, path, step)}
+    return {"kind": "nccl", "version": step}  # TRL pushed them into the vLLM server itself
 
 
 def latest_checkpoint(out_dir: Path) -> str | None:
@@ -232,37 +249,60 @@ def latest_checkpoint(out_dir: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument(
+        "workdir",
+        type=Path,
+        help="this node's folder for the job: checkpoints/, policies/, logs/ (local trainers: the run directory)",
+    )
     ap.add_argument("--role", choices=("solver", "proposer"), required=True)
+    ap.add_argument(
+        "--coordinator",
+        required=True,
+        help="HOST:PORT of the orchestrator's coordinator (sesa train prints it)",
+    )
+    ap.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        help="this node's copy of the run config; refused, naming the keys, if it differs from the orchestrator's",
+    )
+    ap.add_argument(
+        "--connect-timeout-s", type=float, default=120.0, help="how long to try to reach the coordinator"
+    )
     args = ap.parse_args(argv)
     rank = this_rank()
-    job_log = args.run_dir / "logs" / f"{args.role}-trainer.log"
+    job_log = args.workdir / "logs" / f"{args.role}-trainer.log"
+    job_log.parent.mkdir(parents=True, exist_ok=True)
     use_own_log(job_log, rank)
     tag = f"{args.role}-trainer" + (f"[{rank.rank}/{rank.world}]" if rank.world > 1 else "")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {tag} %(levelname)s: %(message)s")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     start_watchdog(args.role, rank)
+    setup = None
     try:
-        train_role(args.run_dir, args.role, rank, job_log)
-    except PeerDiedError as exc:
+        setup = come_up(
+            args.workdir, args.role, rank, job_log, args.coordinator, args.config, args.connect_timeout_s
+        )
+        train_role(args.workdir, args.role, rank, setup)
+    except (PeerDiedError, UserError, ServiceError) as exc:
         # nothing is left to save (checkpoints are written in full before a step goes on), and a normal
         # interpreter exit with a process group and TRL loaded took ~8 s: a launcher waits for that
-        log.error("%s", exc)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        logging.shutdown()
-        os._exit(3)
+        if setup is not None and setup.link is not None:
+            setup.link.fail(f"the {args.role} trainer stopped on {socket.gethostname()}: {exc}")
+        exit_now(str(exc))
+    except BaseException as exc:
+        if setup is not None and setup.link is not None and not isinstance(exc, KeyboardInterrupt):
+            setup.link.fail(
+                f"the {args.role} trainer failed on {socket.gethostname()}: {type(exc).__name__}: {exc} "
+                f"(log: {job_log} there)"
+            )
+        raise
 
 
-def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
-    cfg = load_config(run_dir / "config.yaml")
-    if rank.world != cfg.train.ranks(role):
-        raise SystemExit(
-            f"the {role} trainer was started with {rank.world} ranks; {run_dir / 'config.yaml'} gives "
-            f"train.trainer_ranks.{role} = {cfg.train.ranks(role)}"
-        )
-    sync, store = SyncDir(run_dir), TrajectoryStore(run_dir)
-    join(sync.root, role, rank, job_log, cfg.train.join_timeout_s)
+def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
+    cfg, link = setup.cfg, setup.link
+    sync = SyncDir(workdir)
+    transport = cfg.cluster.weight_transport()
 
     import torch
     from datasets import Dataset
@@ -284,11 +324,11 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
         if cfg.train.sharding == "fsdp2" and rank.world > 1 and rank.main:
             log.warning("train.sharding fsdp2: accelerate runs FSDP on GPUs only; these CPU ranks run DDP")
     batch, _ = batch_shape(cfg, role)
-    out_dir = run_dir / "checkpoints" / role
+    out_dir = workdir / "checkpoints" / role
     if cfg.train.report_to == "tensorboard" and rank.main:
         # transformers' callback reads this when the trainer is built; unset it writes ./runs/<date>_<host>,
         # a directory `sesa` would take for a run
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(run_dir, role))
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(workdir, role))
     compute = resolve_compute_dtype(cfg.train.compute_dtype, pcfg.device)
     grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir, rank.world, compute))
     path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
@@ -296,27 +336,35 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.train.param_dtype))
     if rank.main:
         log.info(
-            "%d rank(s), %s master weights, %s compute, %d rollouts a step (%d a rank)",
+            "%d rank(s), %s master weights, %s compute, %d rollouts a step (%d a rank), weights by %s",
             rank.world,
             cfg.train.param_dtype,
             compute,
             batch,
             batch // rank.world,
+            transport,
         )
 
     def publish(trainer: Any, step: int) -> None:
         """Every rank joins the gather (FSDP2) or the check that all hold the same weights (DDP); rank 0
-        writes them."""
+        writes them and tells the orchestrator where they are."""
         acc = trainer.accelerator
-        state = acc.get_state_dict(trainer.model_wrapped)
-        if rank.world > 1 and cfg.train.sharding == "none":
+        state = acc.get_state_dict(trainer.model_wrapped) if transport != "nccl" else {}
+        if rank.world > 1 and cfg.train.sharding == "none" and state:
             prints = acc.gather(torch.tensor([fingerprint(state)], dtype=torch.float64)).tolist()
             if len(set(prints)) > 1:
                 raise RuntimeError(
                     f"step {step}: the {role} trainer's ranks hold different weights: {prints}"
                 )
-        publish_state(sync, role, step, acc.unwrap_model(trainer.model_wrapped), state, rank)
+        where = (
+            publish_state(sync, role, step, acc.unwrap_model(trainer.model_wrapped), state, rank)
+            if state
+            else None
+        )
         acc.wait_for_everyone()
+        if link is not None:
+            link.ready(step, send_weights(link, transport, role, step, where))
+            log.info("weights for step %d published; waiting for the step's trajectories", step)
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         step = trainer.state.global_step
@@ -325,16 +373,22 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
                 f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
             )
         publish(trainer, step)
-        if rank.main:
-            log.info("weights for step %d published; waiting for the step's trajectories", step)
-        sync.wait(
-            lambda: sync.is_committed(step),
-            f"step {step} trajectories",
-            cfg.train.wait_timeout_s,
-            alive=orchestrator_gone,
-        )
-        rows = rows_for_training(store.read(step, role), batch, role, step, cfg.train.max_completion_length)
-        return rank_slice(rows, rank.rank, rank.world)
+        rows = None
+        if link is not None:
+            import pandas as pd
+
+            shard = link.wait_commit(step, cfg.train.wait_timeout_s)
+            rows = rows_for_training(
+                pd.read_parquet(io.BytesIO(shard)), batch, role, step, cfg.train.max_completion_length
+            )
+        if rank.world == 1:
+            assert rows is not None
+            return rows
+        # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
+        mine: list[Any] = [None]
+        slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
+        torch.distributed.scatter_object_list(mine, slices, src=0)
+        return mine[0]
 
     # the policy is passed built (fp32); model_init_kwargs only set the reference model's dtype, which TRL's
     # warning that they are "ignored" would misreport
@@ -352,17 +406,25 @@ def train_role(run_dir: Path, role: str, rank: Rank, job_log: Path) -> None:
     )
     if rank.main:
         log.info("autocast: %s", trainer.accelerator.mixed_precision)
+    sharded = cfg.train.sharding == "fsdp2" and not on_cpu
+    checkpoint = shared_checkpoint(out_dir, rank, setup.jobs, sharded)
     scoring = trained_positions_only() if cfg.train.score_trained_positions_only else nullcontext(False)
     with scoring as compact:
         if rank.main:
-            log.info("trained positions only: %s", compact)
-        trainer.train(resume_from_checkpoint=latest_checkpoint(out_dir))
-    final = run_dir / "policies" / role
+            log.info("trained positions only: %s; resuming from %s", compact, checkpoint)
+        trainer.train(resume_from_checkpoint=checkpoint)
+    cleanup_sent(setup.jobs, rank, checkpoint)
+    final = workdir / "policies" / role
     trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
     if rank.main:
         tokenizer.save_pretrained(str(final))
         (final / ".complete").write_text("ok\n")
         log.info("done: %s", final)
+    if link is not None:
+        done = send_weights(
+            link, "store" if transport == "store" else "file", f"final-{role}", cfg.train.steps, final
+        )
+        link.done({"policy": done})
     if rank.world > 1:
         # a rank that exits with its process group alive aborts in C++ at interpreter exit ("terminate called
         # without an active exception", seen once in a CI run) and the launcher then kills rank 0 mid-save

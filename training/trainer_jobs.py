@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from sesa_graph.config import RunConfig
@@ -35,14 +35,25 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def launcher_command(cfg: RunConfig, role: str) -> list[str]:
-    """The command that starts ``role``'s trainer job, before the trainer's own arguments.
+@dataclass(frozen=True)
+class Node:
+    """This machine's place among the trainer nodes (one machine: node 0 of 1 on 127.0.0.1)."""
 
-    torchrun and ``accelerate launch --multi_gpu`` both run torch.distributed's elastic agent; on a CPU the
-    ranks talk over gloo (the trainer picks the backend), so CI runs the GPU configs' launcher as it is.
+    rank: int = 0
+    count: int = 1
+    main_address: str = "127.0.0.1"
+
+
+def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str]:
+    """The command that starts ``role``'s trainer job on ``node``, before the trainer's own arguments.
+
+    torchrun and ``accelerate launch --multi_gpu`` both run torch.distributed's elastic agent (static
+    rendezvous at the main address and the role's port); on a CPU the ranks talk over gloo (the trainer picks
+    the backend), so CI runs the GPU configs' launcher as it is.
     """
     t = cfg.train
     ranks, port = t.ranks(role), t.rendezvous_ports[role]
+    per_node = ranks // node.count
     if not t.trainer_launcher:
         return [sys.executable]
     name = Path(t.trainer_launcher[0]).name
@@ -51,11 +62,13 @@ def launcher_command(cfg: RunConfig, role: str) -> list[str]:
         return [
             *t.trainer_launcher[:1],
             "--nnodes",
-            "1",
+            str(node.count),
+            "--node-rank",
+            str(node.rank),
             "--nproc-per-node",
-            str(ranks),
+            str(per_node),
             "--master-addr",
-            "127.0.0.1",
+            node.main_address,
             "--master-port",
             str(port),
             *rest,
@@ -71,9 +84,11 @@ def launcher_command(cfg: RunConfig, role: str) -> list[str]:
         "--num_processes",
         str(ranks),
         "--num_machines",
-        "1",
+        str(node.count),
+        "--machine_rank",
+        str(node.rank),
         "--main_process_ip",
-        "127.0.0.1",
+        node.main_address,
         "--main_process_port",
         str(port),
         "--mixed_precision",
@@ -84,42 +99,54 @@ def launcher_command(cfg: RunConfig, role: str) -> list[str]:
     ]
 
 
-def trainer_command(cfg: RunConfig, run_dir: Path, role: str) -> list[str]:
+def trainer_command(
+    cfg: RunConfig, workdir: Path, role: str, coordinator: str, node: Node = Node()
+) -> list[str]:
     """The whole command of ``role``'s trainer job; a launcher named without a path runs from this Python's
     environment (the venv's torchrun/accelerate)."""
-    cmd = launcher_command(cfg, role)
+    cmd = launcher_command(cfg, role, node)
     local = Path(sys.executable).parent / cmd[0]
     if "/" not in cmd[0] and local.exists():
         cmd = [str(local), *cmd[1:]]
-    return [*cmd, "-m", "training.trainer", str(run_dir.resolve()), "--role", role]
+    return [
+        *cmd,
+        "-m",
+        "training.trainer",
+        str(workdir.resolve()),
+        "--role",
+        role,
+        "--coordinator",
+        coordinator,
+        "--connect-timeout-s",
+        str(cfg.cluster.connect_timeout_s),
+    ]
 
 
 class TrainerProcesses:
     """Both roles' trainer jobs: start, watch (a dead job is named with its failed rank's log), stop."""
 
-    def __init__(self, run_dir: Path, cfg: RunConfig) -> None:
+    def __init__(
+        self, run_dir: Path, cfg: RunConfig, coordinator: str, node: Node = Node(), local: bool = True
+    ) -> None:
+        """``run_dir``: the jobs' working folder (local trainers: the run directory); ``local``: started by
+        ``sesa train`` itself, whose death its ranks then notice by pid too."""
         self.run_dir = run_dir
         self.cfg = cfg
+        self.coordinator, self.node, self.local = coordinator, node, local
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
-        self.launch_id = uuid.uuid4().hex[:12]
 
     def start(self) -> None:
         (self.run_dir / "logs").mkdir(exist_ok=True)
         me = os.getpid()
-        env = dict(
-            os.environ,
-            TOKENIZERS_PARALLELISM="false",
-            TRL_EXPERIMENTAL_SILENCE="1",
-            SESA_ORCHESTRATOR_PID=str(me),
-            SESA_ORCHESTRATOR_START=process_start_time(me) or "",
-            SESA_TRAINER_LAUNCH=self.launch_id,
-        )
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
+        if self.local:
+            env.update(SESA_ORCHESTRATOR_PID=str(me), SESA_ORCHESTRATOR_START=process_start_time(me) or "")
         gpus = self.cfg.train.trainer_gpus
         for role in ROLES:
             log = self.run_dir / "logs" / f"{role}-trainer.log"
             self.logs[role] = log
-            cmd = trainer_command(self.cfg, self.run_dir, role)
+            cmd = trainer_command(self.cfg, self.run_dir, role, self.coordinator, self.node)
             role_env = dict(env, CUDA_VISIBLE_DEVICES=gpus[role]) if role in gpus else env
             self.procs[role] = subprocess.Popen(
                 cmd,

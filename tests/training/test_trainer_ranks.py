@@ -13,15 +13,17 @@ from tests.training.trainer_harness import (
     PY,
     ROOT,
     commit_step,
+    coordinator,
     finish,
     job_processes,
     make_run,
+    rank_pid,
     start_job,
     tiny_policy,
     wait_until,
     weights,
 )
-from training.ranks import Rank, join
+from training.ranks import JobStore, Rank
 from training.sync import PeerDiedError, SyncDir
 from training.trainer_jobs import failure_message
 
@@ -44,7 +46,7 @@ def test_two_ranks_update_equals_one_rank_for_both_roles(tmp_path, model):
     update of 4.3e-3, half of what bf16 vs fp32 gives on one rank), which is not what this test is about."""
     final = {}
     for ranks in (1, 2):
-        runs, jobs = {}, {}
+        runs, jobs, coords = {}, {}, {}
         for role in ROLES:
             runs[role] = make_run(
                 tmp_path,
@@ -55,10 +57,12 @@ def test_two_ranks_update_equals_one_rank_for_both_roles(tmp_path, model):
                 compute_dtype="float32",
                 trainer_ranks={role: ranks},
             )
-            commit_step(runs[role], 0, role, model)
-            jobs[role] = start_job(runs[role], role)
+            coords[role] = coordinator(runs[role])
+            commit_step(runs[role], 0, role, model, coords[role])
+            jobs[role] = start_job(runs[role], role, coords[role])
         for role in ROLES:
             finish(jobs[role], runs[role], role)
+            coords[role].close()
             final[role, ranks] = weights(runs[role] / "policies" / role)
             if ranks == 2:  # rank 1 logged on its own and published nothing
                 log = runs[role] / "logs" / f"{role}-trainer.rank1.log"
@@ -81,14 +85,17 @@ def test_gpu_path_learns_at_lr_1e6_ranks_die_with_the_orchestrator_and_a_dead_ra
     learn = make_run(tmp_path, "learn", model, steps=2, learning_rate=1e-6, trainer_ranks={"solver": 2})
     dies = make_run(tmp_path, "dies", model, trainer_ranks={"proposer": 2})
     orchestrator = subprocess.Popen(["sleep", "600"])
-    jobs = [start_job(learn, "solver", orchestrator_pid=orchestrator.pid), start_job(dies, "proposer")]
+    coords = {"solver": coordinator(learn), "proposer": coordinator(dies)}
+    jobs = [
+        start_job(learn, "solver", coords["solver"], orchestrator_pid=orchestrator.pid),
+        start_job(dies, "proposer", coords["proposer"]),
+    ]
     try:
-        commit_step(learn, 0, "solver", model)
-        sync, other = SyncDir(learn), SyncDir(dies)
-        wait_until(lambda: other.is_ready("proposer", 0), 300, "the proposer's publish of step 0")
-        rank1 = next((other.root / "join").glob("proposer-*")) / "rank1"
-        os.kill(int(rank1.read_text()), signal.SIGKILL)
-        wait_until(lambda: sync.is_ready("solver", 1), 300, "the solver's update of step 0")
+        commit_step(learn, 0, "solver", model, coords["solver"])
+        sync = SyncDir(learn)
+        wait_until(lambda: coords["proposer"].ready("proposer", 0), 300, "the proposer's publish of step 0")
+        os.kill(rank_pid(dies, 1), signal.SIGKILL)
+        wait_until(lambda: coords["solver"].ready("solver", 1), 300, "the solver's update of step 0")
         after, start = weights(sync.weights_dir("solver")), weights(model)
         changed = sum(int((after[k] != start[k]).sum()) for k in start)
         total = sum(t.numel() for t in start.values())
@@ -111,13 +118,18 @@ def test_gpu_path_learns_at_lr_1e6_ranks_die_with_the_orchestrator_and_a_dead_ra
     assert rc != 0 and "rank 1 failed" in msg and "proposer-trainer.rank1.log" in msg
 
 
-def test_a_rank_that_never_joins_is_named_after_the_timeout(tmp_path):
+def test_a_rank_that_never_joins_is_named_after_the_timeout(tmp_path, monkeypatch):
+    from torch.distributed import TCPStore
+
+    launcher = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # the agent's store
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(launcher.port))
     log = tmp_path / "logs" / "solver-trainer.log"
     t0 = time.monotonic()
     with pytest.raises(PeerDiedError, match=r"rank\(s\) \[1\] of 2 did not start within 1s.*rank1\.log"):
-        join(tmp_path, "solver", Rank(0, 2), log, timeout_s=1.0, poll_s=0.05)
+        JobStore(Rank(0, 2), 5).join("solver", log, timeout_s=1.0, poll_s=0.05)
     assert time.monotonic() - t0 < 5
-    join(tmp_path, "solver", Rank(1, 2), log, timeout_s=1.0)  # the marker of rank 0 is there: no wait
+    JobStore(Rank(1, 2), 5).join("solver", log, timeout_s=1.0)  # rank 0 is there: no wait
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import yaml
 
 from sesa_graph.config import load_config
 from sesa_graph.trajectory import Trajectory
+from training.coordinator import Coordinator
 from training.store import TrajectoryStore
 from training.sync import SyncDir
 from training.trainer_jobs import ROOT, live_trainer_processes, trainer_command
@@ -90,7 +91,13 @@ def make_run(tmp: Path, name: str, model: Path, **train) -> Path:
     return run
 
 
-def commit_step(run: Path, step: int, role: str, model: Path, seed: int = 0) -> None:
+def coordinator(run: Path) -> Coordinator:
+    """The orchestrator's side of the barrier for ``run`` (hosted in the test process, on a free port)."""
+    cfg = load_config(run / "config.yaml")
+    return Coordinator(cfg.cluster, (run / "config.yaml").read_text(), {"run": str(run)})
+
+
+def commit_step(run: Path, step: int, role: str, model: Path, coord: Coordinator, seed: int = 0) -> None:
     """One step's batch of real-token rollouts for ``role`` with varied rewards, then the step's commit."""
     from transformers import AutoTokenizer
 
@@ -121,14 +128,18 @@ def commit_step(run: Path, step: int, role: str, model: Path, seed: int = 0) -> 
                 reward=reward,
             )
         )
-    TrajectoryStore(run).write(step, role, rows)
+    store = TrajectoryStore(run)
+    store.write(step, role, rows)
     SyncDir(run).commit(step, {"step": step})
+    coord.commit(step, {role: store.path(step, role).read_bytes()}, {"step": step})
 
 
-def start_job(run: Path, role: str, orchestrator_pid: int | None = None) -> subprocess.Popen:
+def start_job(
+    run: Path, role: str, coord: Coordinator, orchestrator_pid: int | None = None
+) -> subprocess.Popen:
     """The role's trainer job, started as ``sesa train`` starts it (launcher, ranks, port, environment)."""
     cfg = load_config(run / "config.yaml")
-    cmd = trainer_command(cfg, run, role)
+    cmd = trainer_command(cfg, run, role, coord.address)
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
     if orchestrator_pid is not None:
         from training.trainer_jobs import process_start_time
@@ -152,6 +163,18 @@ def finish(proc: subprocess.Popen, run: Path, role: str, timeout: float = 600) -
         rc = -9
     log = (run / "logs" / f"{role}-trainer.log").read_text(errors="replace")
     assert rc == 0, log[-4000:]
+
+
+def rank_pid(run: Path, rank: int) -> int:
+    """The pid of rank ``rank`` of a job of ``run`` (the launcher sets RANK in its workers only)."""
+    for pid in live_trainer_processes(run):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env and any(e.startswith(b"LOCAL_RANK=") for e in env):
+            return pid
+    raise LookupError(f"no live rank {rank} of {run}")
 
 
 def weights(path: Path) -> dict:
