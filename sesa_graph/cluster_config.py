@@ -121,8 +121,10 @@ class ClusterConfig(Strict):
                     )
         return self
 
-    def weight_transport(self) -> str:
-        """The resolved ``weights`` setting."""
+    def weight_transport(self, use_vllm: bool = False) -> str:
+        """The resolved ``weights`` setting (``use_vllm``: train.use_vllm, TRL's own NCCL path)."""
         if self.weights != "auto":
             return self.weights
+        if use_vllm:
+            return "nccl"
         return "file" if self.trainers == "local" else "store"

@@ -311,6 +311,17 @@ def check_train_layout(cfg: RunConfig) -> None:
                     f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
                     f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
                 )
+    weights = cfg.cluster.weights
+    if weights == "nccl" and not t.use_vllm:
+        raise ValueError(
+            "cluster.weights 'nccl' is TRL's NCCL transfer into vLLM server mode: set train.use_vllm: true "
+            "(GPU policies behind scripts/launch_gpu.sh), or choose file / store"
+        )
+    if t.use_vllm and weights in ("file", "store"):
+        raise ValueError(
+            f"train.use_vllm pushes the weights over NCCL itself; cluster.weights {weights!r} would send them "
+            "a second way: set cluster.weights to nccl (or auto)"
+        )
     taken = {
         f"{name}.port": p.port
         for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))

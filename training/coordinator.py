@@ -75,11 +75,15 @@ class Beat:
         threading.Thread(target=self._run, name=f"beat-{key}", daemon=True).start()
 
     def _run(self) -> None:
+        failures = 0
         while not self._stop.wait(self.interval_s):
             try:
                 self.store.add(self.key, 1)
-            except Exception:  # noqa: BLE001 - the other side is gone; its watcher reports that
-                return
+                failures = 0
+            except Exception:  # noqa: BLE001 - a slow moment, or the other side is gone (its watcher says so)
+                failures += 1
+                if failures >= 3:
+                    return
 
     def stop(self) -> None:
         self._stop.set()
@@ -141,6 +145,8 @@ class Coordinator:
     def trainer_trouble(self, roles: tuple[str, ...] = ROLES) -> str | None:
         """A message naming a trainer job that reported a failure or whose heartbeat stopped."""
         for role in roles:
+            if self.done(role) is not None:  # finished: its beat has stopped for good
+                continue
             if self.store.check([f"error/{role}"]):
                 return self.store.get(f"error/{role}").decode(errors="replace")
             stale = self.watch.stale_for(self.store, f"hb/{role}")
@@ -227,13 +233,20 @@ class Coordinator:
         key = f"done/{role}"
         return json.loads(self.store.get(key)) if self.store.check([key]) else None
 
-    def wait_done(self, timeout_s: float, alive: Callable[[], str | None], poll_s: float = 0.2) -> dict:
-        """Both trainers' final messages (their last update is saved)."""
+    def wait_done(
+        self,
+        steps: int,
+        timeout_s: float,
+        alive: Callable[[], str | None],
+        replay: Callable[[str, int], tuple[dict[str, Any], bytes]],
+        poll_s: float = 0.2,
+    ) -> dict:
+        """Both trainers' final messages (their last update is saved); a trainer resumed behind the last of
+        ``steps`` committed steps gets their shards again."""
         deadline = time.monotonic() + timeout_s
         while not all(self.done(r) for r in ROLES):
-            if (
-                dead := alive() or self.trainer_trouble(tuple(r for r in ROLES if not self.done(r)))
-            ) is not None:
+            self._serve_replays(steps, replay)
+            if (dead := alive() or self.trainer_trouble()) is not None:
                 raise PeerDiedError(f"{dead} (while waiting for the trainers' last update)")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the trainers did not finish their last step in {timeout_s:.0f}s")

@@ -198,8 +198,12 @@ def train(
     check_tracker(cfg.train.report_to)
     check_gpu_plan(cfg)
     if start >= cfg.train.steps:
-        console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
-        return run_dir
+        if all((run_dir / "policies" / r / ".complete").exists() for r in ROLES):
+            console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
+            return run_dir
+        console.print(
+            f"{run_dir}: all {cfg.train.steps} steps are committed, but not the trainers' last update: running it"
+        )
     ensure_models(cfg)
     console.print(
         f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}"
@@ -248,7 +252,7 @@ def train(
             orch.run(start, alive, on_step)
         console.print("waiting for the trainers' last optimizer step ...")
         t_last = time.time()
-        finals = coord.wait_done(cfg.train.wait_timeout_s, alive)
+        finals = coord.wait_done(cfg.train.steps, cfg.train.wait_timeout_s, alive, orch.replay)
         take_final_policies(coord, run_dir, finals)
         if trainers is not None:
             trainers.wait(cfg.train.wait_timeout_s)

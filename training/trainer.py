@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -297,12 +298,19 @@ def main(argv: list[str] | None = None) -> None:
                 f"(log: {job_log} there)"
             )
         raise
+    # everything is written and reported: skip the interpreter's teardown, in which the store clients of the
+    # heartbeat threads aborted a finished rank ("terminate called without an active exception", seen in the
+    # two-node test) and its launcher then reported a failure
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
     cfg, link = setup.cfg, setup.link
     sync = SyncDir(workdir)
-    transport = cfg.cluster.weight_transport()
+    transport = cfg.cluster.weight_transport(cfg.train.use_vllm)
 
     import torch
     from datasets import Dataset

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sesa_graph.config import RunConfig
 from sesa_graph.precision import resolve_compute_dtype
+from sesa_graph.process import die_with_parent
 
 ROLES = ("proposer", "solver")
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,6 +156,7 @@ class TrainerProcesses:
                 env=role_env,
                 start_new_session=True,
                 cwd=ROOT,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
             )
         (self.run_dir / "sync").mkdir(exist_ok=True)
         (self.run_dir / "sync" / "trainer_pids.json").write_text(
