@@ -9,14 +9,14 @@ TRL and the local policy compute) and the worker extension of :mod:`sesa_graph.p
 Weights move as files: a trainer publishes safetensors (``training.sync``), and :meth:`VLLMServer.reload`
 pauses the server (requests in flight finish on the old weights), reloads in place, refreshes a tied LM
 head, resets the prefix cache (cached key/values were computed by the old weights), resumes, and checks
-that the server now serves the published version with the published embedding.
+that the server now serves the published version with the published embedding
+(:mod:`sesa_graph.policy.weight_check`, right for tensor-parallel servers too).
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import logging
 import os
 import signal
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.policy.openai_client import OpenAIPolicy
+from sesa_graph.policy.weight_check import WeightSyncError, check_reload_results, check_weights_dir
 from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,6 @@ _RUNNING: set[VLLMServer] = set()
 
 class ServerStartError(ServiceError, RuntimeError):
     """A vLLM server did not come up; the message names the model, the port and the log's tail."""
-
-
-class WeightSyncError(RuntimeError):
-    """A reload was refused or did not take; the server keeps (or may keep) its previous weights."""
 
 
 @dataclass
@@ -247,18 +244,23 @@ class VLLMServer:
 
     # ---- weights ------------------------------------------------------------------------------------
     def reload(
-        self, weights_dir: str | Path, version: int | None = None, timeout_s: float = 300.0
+        self,
+        weights_dir: str | Path,
+        version: int | None = None,
+        timeout_s: float = 300.0,
+        expected: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """Serve the weights in ``weights_dir`` (a ``save_pretrained`` safetensors directory) from now on.
 
         A directory that is incomplete is refused before the server is touched. After the reload the server
-        must report ``version`` (the directory's ``VERSION`` file) and the directory's embedding checksum,
-        else :class:`WeightSyncError`.
+        must report ``version`` (the directory's ``VERSION`` file) and the directory's embedding checksum
+        (``expected``: :func:`check_weights_dir`'s, when already computed), else :class:`WeightSyncError`.
         """
         import httpx
 
         weights_dir = Path(weights_dir).resolve()
-        expected = check_weights_dir(weights_dir)
+        if expected is None:
+            expected = check_weights_dir(weights_dir)
         if version is None:
             version = _read_version(weights_dir)
         t0 = time.perf_counter()
@@ -273,81 +275,17 @@ class VLLMServer:
                 _post(http, "/reset_prefix_cache")
             finally:
                 _post(http, "/resume")
-        results = out.get("results") or []
-        if not results or any(r is None for r in results):
-            raise WeightSyncError(
-                f"{self.root_url}: the workers returned {results!r} from sesa_reload; is the "
-                f"server started with --worker-extension-cls {WORKER_EXTENSION}?"
-            )
-        for r in results:
-            served = r.get("version")
-            if version is not None and (served is None or int(served) != int(version)):
-                raise WeightSyncError(
-                    f"{self.root_url} serves weights version {served} after reloading "
-                    f"{weights_dir}, expected {version}"
-                )
-            got = r.get("fingerprint", {})
-            for key, want in expected.items():
-                if key in got and not _close(got[key], want):
-                    raise WeightSyncError(
-                        f"{self.root_url}: {key} checksum after reloading {weights_dir} is "
-                        f"{got[key]:.6f}, the files hold {want:.6f}: the server did not take "
-                        "the new weights"
-                    )
-            if (
-                "lm_head" in got
-                and "embed" in got
-                and r.get("tied_lm_head_refreshed")
-                and not _close(got["lm_head"], got["embed"])
-            ):
-                raise WeightSyncError(f"{self.root_url}: the tied LM head still holds the old weights")
-        info = {"version": version, "seconds": round(time.perf_counter() - t0, 3)}
+        checked = check_reload_results(
+            out.get("results") or [], expected, version, self.root_url, weights_dir
+        )
+        info = {"version": version, "seconds": round(time.perf_counter() - t0, 3), **checked}
         log.info("%s now serves %s version %s (%.2fs)", self.root_url, weights_dir, version, info["seconds"])
         return info
-
-
-def check_weights_dir(weights_dir: Path) -> dict[str, float]:
-    """Refuse a directory a reload cannot use (missing, half-written, unreadable); returns the embedding
-    checksum the server must report after loading it."""
-    from safetensors import safe_open
-
-    if not weights_dir.is_dir():
-        raise WeightSyncError(f"weights directory {weights_dir} does not exist")
-    files = sorted(weights_dir.glob("*.safetensors"))
-    if not files or not (weights_dir / "config.json").exists():
-        raise WeightSyncError(
-            f"{weights_dir} has no complete weights (*.safetensors and config.json); "
-            "the server keeps its previous weights"
-        )
-    index = weights_dir / "model.safetensors.index.json"
-    if index.exists():
-        shards = set(json.loads(index.read_text())["weight_map"].values())
-        missing = sorted(s for s in shards if not (weights_dir / s).exists())
-        if missing:
-            raise WeightSyncError(
-                f"{weights_dir} is missing shards {missing}; the server keeps its previous weights"
-            )
-    out: dict[str, float] = {}
-    for f in files:
-        try:
-            with safe_open(str(f), framework="pt") as st:
-                for name in st.keys():  # noqa: SIM118 - safe_open is not a dict
-                    if name.endswith("embed_tokens.weight"):
-                        out["embed"] = float(st.get_tensor(name).double().sum())
-        except Exception as exc:  # a torn file: safetensors raises its own error types
-            raise WeightSyncError(
-                f"{f} cannot be read ({exc}); the server keeps its previous weights"
-            ) from exc
-    return out
 
 
 def _read_version(weights_dir: Path) -> int | None:
     f = weights_dir / "VERSION"
     return int(f.read_text().strip()) if f.exists() else None
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
 
 
 def _post(http: Any, path: str, **kw: Any) -> Any:

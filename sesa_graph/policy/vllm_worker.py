@@ -8,6 +8,11 @@ tied ``lm_head`` receives no checkpoint tensor of its own, so the layerwise relo
 tensors back (on CPU the prepacked GEMM weight; the log says ``ParallelLMHead: Failed to load weights``)
 and the server keeps sampling from the old output projection. Re-tying the head to the new embedding and
 re-running its ``process_weights_after_loading`` makes the served logits those of the new weights.
+
+Under tensor parallelism each worker holds one vocabulary shard of the embedding (vLLM's
+``VocabParallelEmbedding``), padded to a multiple of 64 rows per shard; so a worker reports the sum of its
+shard's real rows with the shard's index and count, and its parallel ranks, and the caller
+(:mod:`sesa_graph.policy.weight_check`) adds the shards of one model copy before comparing with the file.
 """
 
 from __future__ import annotations
@@ -25,18 +30,63 @@ class WeightReloadExtension:
         tied = _refresh_lm_head(self._sesa_model())
         version_file = Path(weights_path) / "VERSION"
         version = version_file.read_text().strip() if version_file.exists() else None
-        return {"version": version, "tied_lm_head_refreshed": tied, "fingerprint": self.sesa_fingerprint()}
+        return {
+            "version": version,
+            "tied_lm_head_refreshed": tied,
+            "fingerprint": self.sesa_fingerprint(),
+            "rank": self.sesa_ranks(),
+        }
 
-    def sesa_fingerprint(self) -> dict[str, float]:
-        """Sums of the input embedding and of the weight the LM head multiplies with (float64)."""
+    def sesa_fingerprint(self) -> dict[str, dict[str, Any]]:
+        """Per layer (input embedding, LM head): the float64 sum of this worker's real vocabulary rows, which
+        shard of how many it is, and its dtype."""
         embed, head = _embedding_and_head(self._sesa_model())
-        out = {"embed": float(embed.weight.detach().double().sum())} if embed is not None else {}
-        if head is not None:
-            out["lm_head"] = float(head.weight.detach().double().sum())
+        out = {}
+        for key, layer in (("embed", embed), ("lm_head", head)):
+            if layer is not None:
+                out[key] = _shard_sum(layer)
+        return out
+
+    def sesa_ranks(self) -> dict[str, int]:
+        """This worker's place in the server: tensor-parallel rank/size, pipeline stage/size and the
+        data-parallel rank/size of its engine."""
+        out = {"tp": 0, "tp_size": 1, "pp": 0, "pp_size": 1, "dp": 0, "dp_size": 1}
+        try:
+            from vllm.distributed import parallel_state as ps
+
+            tp, pp = ps.get_tp_group(), ps.get_pp_group()
+            out.update(tp=tp.rank_in_group, tp_size=tp.world_size, pp=pp.rank_in_group, pp_size=pp.world_size)
+        except (ImportError, AssertionError, AttributeError):  # groups not initialised: a single worker
+            pass
+        parallel = getattr(getattr(self, "vllm_config", None), "parallel_config", None)
+        if parallel is not None:
+            out.update(
+                dp=int(getattr(parallel, "data_parallel_rank", 0) or 0),
+                dp_size=int(getattr(parallel, "data_parallel_size", 1) or 1),
+            )
         return out
 
     def _sesa_model(self) -> Any:
         return self.model_runner.get_model()  # type: ignore[attr-defined]
+
+
+def _shard_sum(layer: Any) -> dict[str, Any]:
+    """The sum of the rows that hold tokens: a shard's padding rows (vLLM pads the base vocabulary and the
+    added tokens separately, each to a multiple of 64 over all shards) are not in any checkpoint."""
+    weight = layer.weight.detach()
+    rows = [weight]
+    idx = getattr(layer, "shard_indices", None)
+    if idx is not None:
+        rows = [weight[: idx.num_org_elements]]
+        if idx.num_added_elements:
+            start = idx.num_org_elements_padded
+            rows.append(weight[start : start + idx.num_added_elements])
+    return {
+        "sum": float(sum(r.double().sum() for r in rows)),
+        "shard": int(getattr(layer, "tp_rank", 0)),
+        "shards": int(getattr(layer, "tp_size", 1)),  # 1 when the layer is replicated (disable_tp)
+        "dtype": str(weight.dtype).removeprefix("torch."),
+    }
 
 
 def _embedding_and_head(model: Any) -> tuple[Any, Any]:
