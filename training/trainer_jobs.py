@@ -163,13 +163,18 @@ class TrainerProcesses:
             json.dumps({r: p.pid for r, p in self.procs.items()})
         )
 
-    def dead(self) -> str | None:
-        """A message naming a trainer job that exited with an error, its failed rank and that rank's log."""
+    def failed(self) -> tuple[str, str] | None:
+        """(role, message) of a trainer job that exited with an error: its failed rank and that rank's log."""
         for role, p in self.procs.items():
             rc = p.poll()
             if rc is not None and rc != 0:
-                return failure_message(role, rc, self.logs[role])
+                return role, failure_message(role, rc, self.logs[role])
         return None
+
+    def dead(self) -> str | None:
+        """A message naming a trainer job that exited with an error, its failed rank and that rank's log."""
+        failed = self.failed()
+        return failed[1] if failed else None
 
     def tail(self, role: str, n: int = 25) -> str:
         return tail(self.logs[role], n)

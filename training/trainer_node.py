@@ -11,16 +11,18 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from sesa_graph.cluster_config import is_loopback
+from sesa_graph.cluster_config import ClusterConfig, is_loopback
 from tools.errors import UserError
 from training.coordinator import CoordinatorError, open_store, split_address
 from training.trainer_jobs import Node, TrainerProcesses
 from training.trainer_setup import config_differences, config_from_text
 
 
-def node_of(cluster, node_rank: int | None, main_address: str | None) -> Node:
+def node_of(cluster: ClusterConfig, node_rank: int | None, main_address: str | None) -> Node:
     """This node's place: --node-rank, else $NODE_RANK (torchrun's), else 0 on a single trainer node; the main
     address from --main-address, cluster.main_address, $MASTER_ADDR, else 127.0.0.1."""
     nodes = cluster.trainer_nodes
@@ -49,7 +51,7 @@ def run_node(
     node_rank: int | None = None,
     config: Path | None = None,
     main_address: str | None = None,
-    say=print,
+    say: Callable[[str], None] = print,
 ) -> int:
     host, port = split_address(coordinator)
     try:
@@ -84,14 +86,17 @@ def run_node(
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         jobs.start()
-        while any(p.poll() is None for p in jobs.procs.values()):
-            if (msg := jobs.dead()) is not None:
+        while True:
+            if (failed := jobs.failed()) is not None:
+                role, msg = failed
+                # the orchestrator stops at once with this message, instead of waiting for a job that never
+                # comes (a rendezvous that timed out, a port in use, a crash before rank 0 connected)
+                report(store, role, f"trainer node {node.rank}: {msg}")
                 say(f"error: {msg}")
                 return 1
+            if all(p.poll() is not None for p in jobs.procs.values()):
+                break
             time.sleep(0.5)
-        if (msg := jobs.dead()) is not None:
-            say(f"error: {msg}")
-            return 1
         say(f"both trainer jobs finished on node {node.rank}")
         return 0
     except KeyboardInterrupt:
@@ -100,6 +105,15 @@ def run_node(
     finally:
         jobs.stop()
         signal.signal(signal.SIGTERM, previous)
+
+
+def report(store: Any, role: str, message: str) -> None:
+    """Put a job's failure where the orchestrator looks (unless rank 0 already said why)."""
+    try:
+        if not store.check([f"error/{role}"]):
+            store.set(f"error/{role}", message)
+    except Exception as exc:  # noqa: BLE001 - the orchestrator may be what is gone
+        print(f"could not report to the coordinator: {exc}")
 
 
 def _interrupt(signum: int, frame: object) -> None:
