@@ -83,8 +83,11 @@ class PolicyConfig(Strict):
     )
     api_key_env: str | None = Field(
         None,
-        description="Name of the environment variable holding the endpoint's API "
-        "key (none for a local vLLM).",
+        description="Name of the environment variable holding the key. Backend 'openai': the endpoint's API "
+        "key. Backend 'vllm': a token the started server then requires on every route but /health -- the "
+        "completions and the weight-reload endpoints alike -- and that this run's client sends; needed with "
+        "a non-loopback host, optional on loopback (other users of the machine can reach 127.0.0.1 too). An "
+        "unset variable is an error at start.",
     )
     train_model: str | None = Field(
         None,
@@ -131,8 +134,15 @@ class PolicyConfig(Strict):
     )
     host: str = Field(
         "127.0.0.1",
-        description="For backend 'vllm': the interface the server binds. Its dev-mode "
-        "endpoints (weight reload) are only switched on for a loopback address.",
+        description="For backend 'vllm': the interface the server binds. Anything but loopback (0.0.0.0 "
+        "included) needs allow_remote and api_key_env, since the server's weight-reload endpoints can replace "
+        "what it serves; the clients of this run connect from this node (0.0.0.0 and :: through 127.0.0.1).",
+    )
+    allow_remote: bool = Field(
+        False,
+        description="For backend 'vllm': opt in to a non-loopback host (off: refused at load). The server "
+        "then requires the token in api_key_env on every route but /health; expose its port to the nodes "
+        "that must reach it only.",
     )
     port: int | None = Field(
         None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free one)."
@@ -212,7 +222,28 @@ class PolicyConfig(Strict):
     def _endpoint(self) -> PolicyConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.backend == "vllm":
+            self._check_bind()
         return self
+
+    def _check_bind(self) -> None:
+        from sesa_graph.cluster_config import is_loopback  # that module builds on this one
+
+        if is_loopback(self.host):
+            return
+        if not self.allow_remote:
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address: the vLLM server and its weight-reload endpoints "
+                "would be reachable from other machines. To serve across nodes set allow_remote: true and "
+                "api_key_env: NAME (an environment variable holding a token) in this section; otherwise bind "
+                "host: 127.0.0.1"
+            )
+        if not self.api_key_env:
+            raise ValueError(
+                f"allow_remote with host {self.host!r} needs api_key_env: the name of an environment variable "
+                "holding the token every request to the server must carry (e.g. api_key_env: "
+                "SESA_POLICY_TOKEN, then `export SESA_POLICY_TOKEN=$(openssl rand -hex 32)`)"
+            )
 
 
 class ModelRef(Strict):

@@ -27,12 +27,13 @@ POLICY_REF = "policy"  # a role's endpoint that names the solver policy being tr
 _SELF = {"judge": "grades itself", "distiller": "teaches itself", "rag_reader": "checks its own proposer"}
 
 
-def probe_endpoint(base_url: str, limits: CallLimits, what: str) -> None:
+def probe_endpoint(base_url: str, limits: CallLimits, what: str, key: str | None = None) -> None:
     """GET ``{base_url}/models`` within ``limits`` (a listing answers in well under 10 s, so no attempt waits
-    longer); an endpoint that never answers is an error at start, naming it."""
+    longer); an endpoint that never answers, or refuses ``key``, is an error at start, naming it."""
     import httpx
 
     url = base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {key}"} if key and key != "EMPTY" else {}
     t0 = time.monotonic()
     end = t0 + limits.deadline_s
     err, attempts = "", 0
@@ -40,7 +41,13 @@ def probe_endpoint(base_url: str, limits: CallLimits, what: str) -> None:
         attempts += 1
         budget = min(limits.timeout_s, 10.0, end - time.monotonic())
         try:
-            r = httpx.get(url, timeout=httpx.Timeout(budget, connect=min(limits.connect_timeout_s, budget)))
+            timeout = httpx.Timeout(budget, connect=min(limits.connect_timeout_s, budget))
+            r = httpx.get(url, timeout=timeout, headers=headers)
+            if r.status_code in (401, 403) and headers:
+                raise PolicyUnavailableError(
+                    f"{what} {base_url} refuses the API key (HTTP {r.status_code} from {url}): check the "
+                    "environment variable api_key_env names"
+                )
             if r.status_code < 500:
                 return
             err = f"HTTP {r.status_code}"
@@ -66,6 +73,20 @@ def api_key(env_var: str | None, what: str) -> str:
     return key
 
 
+def server_token(cfg: PolicyConfig) -> str | None:
+    """The token a ``backend: vllm`` server requires (from the variable ``api_key_env`` names), or None."""
+    if not cfg.api_key_env:
+        return None
+    token = os.environ.get(cfg.api_key_env, "")
+    if not token:
+        raise ValueError(
+            f"environment variable {cfg.api_key_env} (api_key_env: the token the {cfg.model} vLLM server "
+            f"requires) is not set; set it where `sesa train` runs, e.g. `export {cfg.api_key_env}="
+            "$(openssl rand -hex 32)`"
+        )
+    return token
+
+
 def server_spec(
     cfg: PolicyConfig, served_name: str, log_path: Path | None = None, owner: str | None = None
 ) -> Any:
@@ -88,6 +109,7 @@ def server_spec(
         extra_args=list(cfg.server_args),
         log_path=log_path,
         owner=owner,
+        token=server_token(cfg),
     )
 
 
@@ -149,12 +171,13 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
     if cfg.backend == "openai":
         from sesa_graph.policy.openai_client import OpenAIPolicy
 
-        probe_endpoint(cfg.base_url or "", CallLimits.of(cfg), what="policy endpoint")
+        key = api_key(cfg.api_key_env, "policy")
+        probe_endpoint(cfg.base_url or "", CallLimits.of(cfg), what="policy endpoint", key=key)
         return OpenAIPolicy(
             cfg.base_url or "",
             cfg.model,
             tokenizer=tokenizer or cfg.train_model,
-            api_key=api_key(cfg.api_key_env, "policy"),
+            api_key=key,
             **_limit_kwargs(cfg),
         )
     from sesa_graph.policy.local import LocalPolicy

@@ -6,6 +6,11 @@ entry point looks up the distribution ``vllm`` and dies), bound to 127.0.0.1 unl
 ``--logprobs-mode processed_logprobs`` (the log-probs of the temperature-scaled distribution, which is what
 TRL and the local policy compute) and the worker extension of :mod:`sesa_graph.policy.vllm_worker`.
 
+The dev-mode endpoints that reload weights can replace what the server serves, so a server bound anywhere
+but loopback must have a token: with one, every route but ``/health`` requires ``Authorization: Bearer
+<token>`` (:mod:`sesa_graph.policy.vllm_auth`, vLLM's own ``--api-key`` guards only ``/v1``), and this
+module's client and reload send it.
+
 Weights move as files: a trainer publishes safetensors (``training.sync``), and :meth:`VLLMServer.reload`
 pauses the server (requests in flight finish on the old weights), reloads in place, refreshes a tied LM
 head, resets the prefix cache (cached key/values were computed by the old weights), resumes, and checks
@@ -29,14 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.openai_client import OpenAIPolicy
+from sesa_graph.policy.vllm_auth import TOKEN_ENV
 from sesa_graph.policy.weight_check import WeightSyncError, check_reload_results, check_weights_dir
 from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "sesa_graph.policy.vllm_worker.WeightReloadExtension"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+AUTH_MIDDLEWARE = "sesa_graph.policy.vllm_auth.BearerTokenMiddleware"
 _RUNNING: set[VLLMServer] = set()
 
 
@@ -63,6 +70,8 @@ class ServerSpec:
     log_path: Path | None = None
     owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
     cuda_visible_devices: str | None = None
+    # required on every route but /health when set; a server bound beyond loopback refuses to start without
+    token: str | None = field(default=None, repr=False)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -124,7 +133,13 @@ class VLLMServer:
             cmd.append("--enforce-eager")
         if s.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
+        if s.token:
+            cmd += ["--middleware", AUTH_MIDDLEWARE]
         return cmd + list(s.extra_args)
+
+    def headers(self) -> dict[str, str]:
+        """What every request but /health must carry."""
+        return {"Authorization": f"Bearer {self.spec.token}"} if self.spec.token else {}
 
     def env(self) -> dict[str, str]:
         s = self.spec
@@ -135,15 +150,15 @@ class VLLMServer:
             VLLM_NO_USAGE_STATS="1",
             DO_NOT_TRACK="1",
         )
-        # The dev-mode endpoints (/collective_rpc, /pause, ...) can replace the served weights: only ever
-        # on a server nobody else can reach.
-        if s.host in LOOPBACK:
+        # The dev-mode endpoints (/collective_rpc, /pause, ...) can replace the served weights: only on a
+        # server nobody else can reach, or behind the token (start() refuses anything else).
+        if is_loopback(s.host) or s.token:
             env["VLLM_SERVER_DEV_MODE"] = "1"
         else:
             env.pop("VLLM_SERVER_DEV_MODE", None)
-            log.warning(
-                "vLLM on %s: dev-mode endpoints stay off, so weights cannot be reloaded in place", s.host
-            )
+        env.pop(TOKEN_ENV, None)
+        if s.token:
+            env[TOKEN_ENV] = s.token
         if s.cpu_bind:
             env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_bind
         if s.owner:
@@ -156,6 +171,12 @@ class VLLMServer:
 
     def start(self, wait: bool = True) -> VLLMServer:
         s = self.spec
+        if not is_loopback(s.host) and not s.token:
+            raise ServerStartError(
+                f"a vLLM server on {s.host} (not loopback) would expose its weight-reload endpoints to the "
+                "network: give it a token (api_key_env: the name of an environment variable holding one), "
+                "or bind host 127.0.0.1"
+            )
         if port_taken(s.host, self.port):
             raise ServerStartError(
                 f"port {self.port} on {s.host} is in use; pick another with --port "
@@ -264,7 +285,7 @@ class VLLMServer:
         if version is None:
             version = _read_version(weights_dir)
         t0 = time.perf_counter()
-        with httpx.Client(base_url=self.root_url, timeout=timeout_s) as http:
+        with httpx.Client(base_url=self.root_url, timeout=timeout_s, headers=self.headers()) as http:
             _post(http, "/pause", params={"mode": "wait"})
             try:
                 out = _post(
@@ -339,6 +360,7 @@ class ServedPolicy(OpenAIPolicy):
             server.spec.served_name,
             tokenizer=tokenizer,
             max_context=server.spec.max_model_len,
+            api_key=getattr(server.spec, "token", None) or "EMPTY",
             **limits,
         )
         self.server = server

