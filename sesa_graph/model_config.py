@@ -78,8 +78,11 @@ class PolicyConfig(Strict):
         "laptop and on GPUs; 'local' runs transformers in-process (the fallback, `--engine local`); 'openai' "
         "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).",
     )
-    base_url: str | None = Field(
-        None, description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1."
+    base_url: str | list[str] | None = Field(
+        None,
+        description="Endpoint for backend 'openai', e.g. http://127.0.0.1:8000/v1, or a list of replicas of "
+        "the same model that someone else runs (each request goes to the one with the fewest requests in "
+        "flight; max_concurrency applies to each).",
     )
     api_key_env: str | None = Field(
         None,
@@ -145,7 +148,27 @@ class PolicyConfig(Strict):
         "that must reach it only.",
     )
     port: int | None = Field(
-        None, ge=1, le=65535, description="For backend 'vllm': the server's port (None: a free one)."
+        None,
+        ge=1,
+        le=65535,
+        description="For backend 'vllm': the server's port (None: a free one); replicas take port, port+1, ...",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        description="For backend 'vllm': servers started for this model, each with its own port and log "
+        "(<role>-vllm.log, <role>-vllm-2.log, ...); requests go to the replica with the fewest in flight, a "
+        "reload reloads and checks each, and a replica that dies stops the run with an error naming it and "
+        "its log (--resume starts them all again). On CPU give cpu_bind as a list, one entry per replica. On "
+        "GPUs prefer one server with server_args ['--data-parallel-size', 'N'] (vLLM balances inside it); "
+        "replicas split the role's CUDA devices evenly ('0,1,2,3' with 2 replicas: '0,1' and '2,3').",
+    )
+    max_concurrency: int = Field(
+        64,
+        ge=1,
+        description="For backends 'vllm' and 'openai': requests this client keeps in flight per server "
+        "(replica); more wait in the client. vLLM batches whatever it holds, so this bounds the server's "
+        "batch and queue, not the rollouts' concurrency (train.rollout_concurrency).",
     )
     kv_cache_gib: int = Field(
         1,
@@ -154,12 +177,13 @@ class PolicyConfig(Strict):
         "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
         "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.",
     )
-    cpu_bind: str | None = Field(
+    cpu_bind: str | list[str] | None = Field(
         None,
         description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
         "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
         "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
-        "core 1 to other processes.",
+        "core 1 to other processes. With replicas, a list of one entry per replica (a single string pins "
+        "every replica to the same cores).",
     )
     gpu_memory_utilization: float | None = Field(
         None,
@@ -222,6 +246,22 @@ class PolicyConfig(Strict):
     def _endpoint(self) -> PolicyConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if isinstance(self.base_url, list) and len(set(self.base_url)) != len(self.base_url):
+            raise ValueError(f"base_url lists a replica twice: {self.base_url}")
+        if self.replicas > 1 and self.backend != "vllm":
+            raise ValueError(
+                f"replicas {self.replicas} needs backend 'vllm' (it starts that many servers); for backend "
+                "'openai' list the replicas' URLs in base_url instead"
+            )
+        if isinstance(self.cpu_bind, list) and len(self.cpu_bind) != self.replicas:
+            raise ValueError(
+                f"cpu_bind lists {len(self.cpu_bind)} core sets for {self.replicas} replicas: give one per "
+                "replica (e.g. ['0', '1']), or one string for all"
+            )
+        if self.port is not None and self.port + self.replicas - 1 > 65535:
+            raise ValueError(
+                f"port {self.port} leaves no room for {self.replicas} replicas (port, port+1, ...)"
+            )
         if self.backend == "vllm":
             self._check_bind()
         return self

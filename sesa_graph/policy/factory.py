@@ -87,10 +87,36 @@ def server_token(cfg: PolicyConfig) -> str | None:
     return token
 
 
+def replica_log(log_path: Path | None, replica: int) -> Path | None:
+    """Replica 0 logs where a single server would; replica i to ``<stem>-<i+1><suffix>``."""
+    if log_path is None or replica == 0:
+        return log_path
+    return log_path.with_name(f"{log_path.stem}-{replica + 1}{log_path.suffix}")
+
+
+def split_devices(devices: str | None, replicas: int) -> list[str | None]:
+    """Each replica's CUDA_VISIBLE_DEVICES: an equal, contiguous share of ``devices``."""
+    if devices is None or replicas == 1:
+        return [devices] * replicas
+    ids = [d.strip() for d in devices.split(",") if d.strip()]
+    if len(ids) % replicas:
+        raise ValueError(
+            f"CUDA devices {devices!r} cannot be split evenly among {replicas} replicas; give the role a "
+            "multiple of that many devices, or run one server with server_args ['--data-parallel-size', "
+            f"'{replicas}'] instead of replicas"
+        )
+    k = len(ids) // replicas
+    return [",".join(ids[i * k : (i + 1) * k]) for i in range(replicas)]
+
+
 def server_spec(
-    cfg: PolicyConfig, served_name: str, log_path: Path | None = None, owner: str | None = None
+    cfg: PolicyConfig,
+    served_name: str,
+    log_path: Path | None = None,
+    owner: str | None = None,
+    replica: int = 0,
 ) -> Any:
-    """How to start the vLLM server of a ``backend: vllm`` policy."""
+    """How to start replica ``replica`` of the vLLM servers of a ``backend: vllm`` policy."""
     from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.policy.vllm_server import ServerSpec
 
@@ -98,16 +124,16 @@ def server_spec(
         model_path=resolve_policy_model(cfg.model),
         served_name=served_name,
         host=cfg.host,
-        port=cfg.port,
+        port=cfg.port + replica if cfg.port is not None else None,
         dtype=cfg.dtype,
         max_model_len=cfg.max_model_len,
         kv_cache_gib=cfg.kv_cache_gib,
-        cpu_bind=cfg.cpu_bind,
+        cpu_bind=cfg.cpu_bind[replica] if isinstance(cfg.cpu_bind, list) else cfg.cpu_bind,
         enforce_eager=cfg.enforce_eager,
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         startup_timeout_s=cfg.startup_timeout_s,
         extra_args=list(cfg.server_args),
-        log_path=log_path,
+        log_path=replica_log(log_path, replica),
         owner=owner,
         token=server_token(cfg),
     )
@@ -136,20 +162,30 @@ def make_policies(
     owner: str | None = None,
     gpus: list[str | None] | None = None,
 ) -> list[Any]:
-    """Several policies at once: their vLLM servers start side by side (each takes about 45 s on a CPU),
-    and if one cannot start, those already started are stopped. ``owner`` marks the server processes;
-    ``gpus`` gives each one's CUDA_VISIBLE_DEVICES."""
+    """Several policies at once: their vLLM servers (each policy's replicas) start side by side (each takes
+    about 45 s on a CPU), and if one cannot start, those already started are stopped. ``owner`` marks the
+    server processes; ``gpus`` gives each policy's CUDA_VISIBLE_DEVICES, split among its replicas."""
     from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
 
-    servers: dict[int, VLLMServer] = {}
+    # every spec first: a missing token or an uneven device split fails before any server starts
+    planned: dict[int, list[Any]] = {}
+    for i, (cfg, _, log_path) in enumerate(specs):
+        if cfg.backend == "vllm":
+            devices = split_devices(gpus[i] if gpus else None, cfg.replicas)
+            planned[i] = []
+            for r in range(cfg.replicas):
+                spec = server_spec(cfg, cfg.model, log_path, owner, replica=r)
+                spec.cuda_visible_devices = devices[r]
+                planned[i].append(spec)
+    servers: dict[int, list[VLLMServer]] = {}
     try:
-        for i, (cfg, _, log_path) in enumerate(specs):
-            if cfg.backend == "vllm":
-                spec = server_spec(cfg, cfg.model, log_path, owner)
-                spec.cuda_visible_devices = gpus[i] if gpus else None
-                servers[i] = VLLMServer(spec).start(wait=False)
-        for server in servers.values():
-            server.wait_healthy()
+        for i, group in planned.items():
+            servers[i] = []
+            for spec in group:
+                servers[i].append(VLLMServer(spec).start(wait=False))
+        for group in servers.values():
+            for server in group:
+                server.wait_healthy()
         return [
             ServedPolicy(servers[i], tokenizer=tok or cfg.model, **_limit_kwargs(cfg))
             if i in servers
@@ -157,24 +193,30 @@ def make_policies(
             for i, (cfg, tok, _) in enumerate(specs)
         ]
     except BaseException:
-        for server in servers.values():
-            server.stop()
+        for group in servers.values():
+            for server in group:
+                server.stop()
         raise
 
 
 def _limit_kwargs(cfg: PolicyConfig | EndpointConfig) -> dict[str, Any]:
     keys = ("timeout_s", "connect_timeout_s", "retries", "backoff_s", "deadline_s")
-    return {k: getattr(cfg, k) for k in keys}
+    out = {k: getattr(cfg, k) for k in keys}
+    if isinstance(cfg, PolicyConfig):
+        out["max_concurrency"] = cfg.max_concurrency
+    return out
 
 
 def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
     if cfg.backend == "openai":
         from sesa_graph.policy.openai_client import OpenAIPolicy
 
+        urls = [cfg.base_url] if isinstance(cfg.base_url, str) else list(cfg.base_url or [])
         key = api_key(cfg.api_key_env, "policy")
-        probe_endpoint(cfg.base_url or "", CallLimits.of(cfg), what="policy endpoint", key=key)
+        for url in urls:
+            probe_endpoint(url, CallLimits.of(cfg), what="policy endpoint", key=key)
         return OpenAIPolicy(
-            cfg.base_url or "",
+            urls,
             cfg.model,
             tokenizer=tokenizer or cfg.train_model,
             api_key=key,

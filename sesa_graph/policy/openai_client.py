@@ -4,6 +4,10 @@ Prompts go to ``/v1/completions`` as token ids with ``return_token_ids`` so that
 rebuilt from exactly the tokens the server sampled; vLLM trims stop strings from the text but not from
 the token ids, so the text is always re-decoded from the ids and cut with the same rule as the local
 policy (:mod:`sesa_graph.policy.stops`).
+
+Several replicas of one model (``base_url`` as a list) are one client: each request goes to the replica with
+the fewest requests in flight (queued here or at the server), each replica takes at most ``max_concurrency``
+at a time, and a request's retries stay on its replica, so a failure names the replica that failed.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
@@ -20,12 +26,31 @@ from sesa_graph.policy.stops import cut_at_stop
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class _LoopState:
+    """One event loop's clients, per-replica semaphores and in-flight counts (an HTTP connection pool and a
+    semaphore belong to the loop that first used them, and every self-play step runs under a fresh
+    ``asyncio.run``)."""
+
+    clients: list[Any]
+    gates: list[asyncio.Semaphore]
+    in_flight: list[int] = field(default_factory=list)
+    turn: int = 0  # rotates ties, so an idle pool of replicas is filled evenly
+
+    def pick(self) -> int:
+        n = len(self.clients)
+        i = min(range(n), key=lambda j: (self.in_flight[j], (j - self.turn) % n))
+        self.turn = (i + 1) % n
+        return i
+
+
 class OpenAIPolicy:
-    """A ``PolicyClient`` for any server that speaks vLLM's ``/v1/completions`` with token ids."""
+    """A ``PolicyClient`` for any server (or replicas of one) that speaks vLLM's ``/v1/completions`` with
+    token ids."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         tokenizer: str | None = None,
         api_key: str = "EMPTY",
@@ -39,13 +64,19 @@ class OpenAIPolicy:
         deadline_s: float = 120.0,
         setting: str = "",
     ) -> None:
+        """``base_url``: one endpoint or a list of replicas serving the same ``model``; ``max_concurrency``:
+        requests in flight per replica (more wait here)."""
         from openai import AsyncOpenAI
         from transformers import AutoTokenizer
 
         from sesa_graph.embedded import resolve_policy_model
 
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError(f"policy {model!r}: no base_url given")
         self.name = model
-        self.base_url = base_url.rstrip("/")
+        self.base_urls = [u.rstrip("/") for u in urls]
+        self.base_url = self.base_urls[0]
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
         self.limits = CallLimits(
             timeout_s=timeout_s,
@@ -56,22 +87,25 @@ class OpenAIPolicy:
             setting=setting,
         )
         # our own retry loop bounds the call and names the URL at the end; each request sets its timeout
-        self._make_client = lambda: AsyncOpenAI(base_url=self.base_url, api_key=api_key, max_retries=0)
+        self._make_client = lambda url: AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0)
         # the server's prompt + completion limit: a turn asks for no more than fits, and a rollout already at
         # the limit gets an empty 'length' turn instead of an HTTP 400 that would stop the run
         self.max_context = max_context
         self.max_concurrency = max_concurrency
-        # A semaphore and an HTTP connection pool belong to the event loop that first used them, and every
-        # self-play step runs under a fresh `asyncio.run`: one of each per loop.
-        self._per_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+    def _loop_state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(loop)
         if state is None:
-            state = self._per_loop[loop] = (self._make_client(), asyncio.Semaphore(self.max_concurrency))
+            n = len(self.base_urls)
+            state = self._per_loop[loop] = _LoopState(
+                clients=[self._make_client(url) for url in self.base_urls],
+                gates=[asyncio.Semaphore(self.max_concurrency) for _ in range(n)],
+                in_flight=[0] * n,
+            )
         return state
 
     def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
@@ -107,14 +141,20 @@ class OpenAIPolicy:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
             kwargs["seed"] = s.seed
-        client, sem = self._loop_state()
-        async with sem:
-            resp = await self._with_retries(client, kwargs)
+        state = self._loop_state()
+        i = state.pick()
+        url = self.base_urls[i]
+        state.in_flight[i] += 1
+        try:
+            async with state.gates[i]:
+                resp = await self._with_retries(state.clients[i], kwargs, i)
+        finally:
+            state.in_flight[i] -= 1
         choice = resp.choices[0]
         ids = _field(choice, "token_ids")
         if ids is None:
             raise PolicyUnavailableError(
-                f"{self.base_url} did not return token ids; start vLLM >= 0.10 (return_token_ids) "
+                f"{url} did not return token ids; start vLLM >= 0.10 (return_token_ids) "
                 "or `sesa policy serve`"
             )
         lps = list(choice.logprobs.token_logprobs) if choice.logprobs else []
@@ -123,24 +163,24 @@ class OpenAIPolicy:
         ids = ids[:keep]
         if len(lps) < len(ids):
             raise PolicyUnavailableError(
-                f"{self.base_url} returned {len(lps)} logprobs for {len(ids)} tokens; serve with "
+                f"{url} returned {len(lps)} logprobs for {len(ids)} tokens; serve with "
                 "--max-logprobs -1 and request logprobs=0"
             )
         finish = "stop" if stop else ("length" if choice.finish_reason == "length" else "eos")
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return GenerationResult(text, ids, [float(x) for x in lps[: len(ids)]], prompt_ids, finish, stop)
 
-    async def _with_retries(self, client: Any, kwargs: dict[str, Any]) -> Any:
+    async def _with_retries(self, client: Any, kwargs: dict[str, Any], replica: int = 0) -> Any:
         return await call_with_retries(
             lambda timeout: client.completions.create(**kwargs, timeout=timeout),
             what=self.limits.what,
-            url=self.base_url,
+            url=self.base_urls[replica],
             limits=self.limits,
-            gone=self._gone,
+            gone=lambda: self._gone(replica),
         )
 
-    def _gone(self) -> str | None:
-        """Why no retry can help (a server that exited), or None."""
+    def _gone(self, replica: int = 0) -> str | None:
+        """Why no retry can help (replica ``replica``'s server exited), or None."""
         return None
 
 

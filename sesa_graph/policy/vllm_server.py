@@ -16,6 +16,11 @@ pauses the server (requests in flight finish on the old weights), reloads in pla
 head, resets the prefix cache (cached key/values were computed by the old weights), resumes, and checks
 that the server now serves the published version with the published embedding
 (:mod:`sesa_graph.policy.weight_check`, right for tensor-parallel servers too).
+
+A role may have several servers (replicas): :class:`ServedPolicy` spreads requests over them, reloads each
+and names the one that died. A replica that dies stops the run (a resume starts them all again): a role
+whose replicas served different weights, or whose capacity silently halved, would not be the run the
+config describes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,28 +358,74 @@ atexit.register(stop_all)
 
 
 class ServedPolicy(OpenAIPolicy):
-    """An :class:`OpenAIPolicy` on a server this process started: it can also reload weights and stop it."""
+    """An :class:`OpenAIPolicy` on servers this process started (one, or several replicas of one model): it
+    can also reload their weights, say which one died, and stop them.
 
-    def __init__(self, server: VLLMServer, tokenizer: str, **limits: Any) -> None:
-        """``limits``: OpenAIPolicy's timeout_s, connect_timeout_s, retries, backoff_s, deadline_s, setting."""
+    ``server`` is the first replica and ``servers`` all of them."""
+
+    def __init__(self, server: VLLMServer | Sequence[VLLMServer], tokenizer: str, **limits: Any) -> None:
+        """``limits``: OpenAIPolicy's timeout_s, connect_timeout_s, retries, backoff_s, deadline_s,
+        max_concurrency (per replica), setting."""
+        servers = list(server) if isinstance(server, Sequence) else [server]
+        first = servers[0]
         super().__init__(
-            server.base_url,
-            server.spec.served_name,
+            [s.base_url for s in servers],
+            first.spec.served_name,
             tokenizer=tokenizer,
-            max_context=server.spec.max_model_len,
-            api_key=getattr(server.spec, "token", None) or "EMPTY",
+            max_context=first.spec.max_model_len,
+            api_key=getattr(first.spec, "token", None) or "EMPTY",
             **limits,
         )
-        self.server = server
+        self.server = first
+        self.servers = servers
+
+    def replica(self, i: int) -> str:
+        """How an error names replica ``i``."""
+        n = len(self.servers)
+        return f"replica {i + 1} of {n} ({self.servers[i].root_url})" if n > 1 else self.servers[i].root_url
 
     def reload(self, weights_dir: str | Path, version: int | None = None) -> dict[str, Any]:
-        return self.server.reload(weights_dir, version)
+        """Reload every replica (side by side) and check each; a replica that fails is named, and the role
+        then serves mixed weights, so the caller must stop."""
+        if len(self.servers) == 1:
+            return self.server.reload(weights_dir, version)
+        weights_dir = Path(weights_dir).resolve()
+        expected = check_weights_dir(weights_dir)  # read once, not once per replica
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(len(self.servers)) as pool:
+            futures = [pool.submit(s.reload, weights_dir, version, expected=expected) for s in self.servers]
+        infos, failed = [], []
+        for i, fut in enumerate(futures):
+            try:
+                infos.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 - each replica's failure is reported, none hidden
+                failed.append(f"{self.replica(i)}: {exc}")
+        if failed:
+            ok = len(self.servers) - len(failed)
+            mixed = f"{ok} did, so the role now serves mixed weights" if ok else "none did"
+            raise WeightSyncError(
+                f"{len(failed)} of {len(self.servers)} replicas of {self.name} did not take {weights_dir} "
+                f"({mixed}):\n" + "\n".join(failed)
+            )
+        return {
+            "version": infos[0]["version"],
+            "seconds": round(time.perf_counter() - t0, 3),
+            "replicas": [info["seconds"] for info in infos],
+        }
 
     def dead(self) -> str | None:
-        return self.server.dead()
+        """A message naming the first replica whose server has exited, with its log's tail (None while all
+        run)."""
+        for i, server in enumerate(self.servers):
+            if (msg := server.dead()) is not None:
+                return msg if len(self.servers) == 1 else f"{self.replica(i)}: {msg}"
+        return None
 
-    def _gone(self) -> str | None:
-        return self.server.dead()  # a crashed server says why, and no retry waits for it
+    def _gone(self, replica: int = 0) -> str | None:
+        # a crashed server says why, and no retry waits for it
+        msg = self.servers[replica].dead()
+        return msg if msg is None or len(self.servers) == 1 else f"{self.replica(replica)}: {msg}"
 
     def close(self) -> None:
-        self.server.stop()
+        for server in self.servers:
+            server.stop()
