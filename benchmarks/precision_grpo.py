@@ -1,5 +1,6 @@
 """The GRPO half of benchmarks/precision_speed.py: replay a run's recorded trajectories through the real trainer
-process once per variant and role, and read back its timings and curves (see that script's --help)."""
+job once per variant and role, against a coordinator hosted here with every step already committed, and read
+back its timings and curves (see that script's --help)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,17 +37,18 @@ def source_steps(source: Path, roles: list[str]) -> list[int]:
 
 
 def replay_dir(args: argparse.Namespace, label: str, steps: list[int]) -> Path:
-    """A fresh run directory whose trainer finds every step already committed."""
+    """A fresh run directory with the variant's config, the replayed steps' shards and their commit records
+    (step K replays source step ``steps[K % len(steps)]``)."""
     import yaml
 
     from sesa_graph.config import load_config
     from training.store import TrajectoryStore
+    from training.sync import SyncDir
 
     run = args.out / "replay" / label.replace("/", "-")
     dtype, trained_only = VARIANTS[label]
     shutil.rmtree(run, ignore_errors=True)
-    (run / "sync").mkdir(parents=True)
-    (run / "logs").mkdir()
+    (run / "logs").mkdir(parents=True)
     overrides = {
         **args.set,
         "train.compute_dtype": dtype,
@@ -57,59 +58,119 @@ def replay_dir(args: argparse.Namespace, label: str, steps: list[int]) -> Path:
     }
     cfg = load_config(args.source / "config.yaml", overrides)
     (run / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    src, dst = TrajectoryStore(args.source), TrajectoryStore(run)
+    src, dst, record = TrajectoryStore(args.source), TrajectoryStore(run), SyncDir(run)
     for k in range(args.grpo_steps):
         s = steps[k % len(steps)]
         for role in args.roles:
             dst.path(k, role).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src.path(s, role), dst.path(k, role))
-        shutil.copyfile(args.source / "sync" / f"committed-{s}.json", run / "sync" / f"committed-{k}.json")
+        record.commit(k, SyncDir(args.source).committed(s))
     return run
 
 
+def host_coordinator(run: Path, roles: list[str]) -> Any:
+    """The orchestrator's side of the barrier for the replay, every step committed up front so the trainer
+    trains straight through: it never waits for a rollout, and each update is timed alone."""
+    from sesa_graph.config import load_config
+    from training.coordinator import Coordinator
+    from training.store import TrajectoryStore
+    from training.sync import SyncDir
+
+    cfg = load_config(run / "config.yaml")
+    # the source run's cluster settings (heartbeats, timeouts, weight transport), on a free loopback port:
+    # the replay's trainers run on this machine, and a fixed port could be taken by a run in progress
+    cluster = cfg.cluster.model_copy(update={"coordinator_host": "127.0.0.1", "coordinator_port": None})
+    coord = Coordinator(cluster, (run / "config.yaml").read_text(), {"run": str(run), "replay": True})
+    store, record = TrajectoryStore(run), SyncDir(run)
+    for k in record.committed_steps():
+        coord.commit(k, {role: store.path(k, role).read_bytes() for role in roles}, record.committed(k))
+    return coord
+
+
 def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process, all its threads (None once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+    """User + system CPU time of a process and all its live descendants (a trainer job: its launcher and every
+    rank, all their threads); None once it is gone. A launcher's ranks must be counted themselves: /proc
+    credits a child's time to its parent only after it exits, and torchrun's agent puts its ranks in sessions
+    of their own."""
+    stats: dict[int, tuple[int, float]] = {}  # pid: (parent, cpu ticks)
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            stats[int(proc.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    if pid not in stats:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tree, grew = {pid}, True
+    while grew:  # parents before children whatever the pid order (pids wrap)
+        grew = False
+        for child, (parent, _) in stats.items():
+            if child not in tree and parent in tree:
+                tree.add(child)
+                grew = True
+    total = sum(stats[p][1] for p in tree)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def run_trainers(run: Path, roles: list[str], together: bool, steps: int) -> tuple[dict[str, int], dict]:
-    """Run the roles' trainers; return their exit codes and, per role, the trainer's CPU seconds when each
-    ``ready-<role>-K`` marker appeared (polled every 0.1 s)."""
+def run_trainers(
+    run: Path, roles: list[str], together: bool, steps: int
+) -> tuple[dict[str, int], dict[str, dict[int, float]], dict[str, dict[int, float]]]:
+    """Run the roles' trainer jobs against a coordinator hosted here; return their exit codes and, per role
+    and step K, when ``ready/<role>/K`` first appeared (seconds on this process's clock, polled every 0.1 s)
+    and the job's CPU seconds then."""
+    from sesa_graph.config import load_config
+    from sesa_graph.weights_wire import drop
+    from training.trainer_jobs import trainer_command
+
+    cfg = load_config(run / "config.yaml")
+    coord = host_coordinator(run, roles)
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("SESA_ORCHESTRATOR_PID", "SESA_ORCHESTRATOR_START", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     }
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", SESA_TRAINER_LAUNCH="precision-bench")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        TRL_EXPERIMENTAL_SILENCE="1",
+    )
+    ready_at: dict[str, dict[int, float]] = {role: {} for role in roles}
     cpu_at: dict[str, dict[int, float]] = {role: {} for role in roles}
 
     def start(role: str) -> subprocess.Popen:
         log = (run / "logs" / f"{role}-trainer.log").open("ab")
-        cmd = [sys.executable, "-m", "training.trainer", str(run), "--role", role]
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cmd = trainer_command(cfg, run, role, coord.address)  # the launcher and ranks sesa train would use
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def watch(procs: dict[str, subprocess.Popen]) -> dict[str, int]:
         while True:
             for role, proc in procs.items():
-                k = len(cpu_at[role])
-                marker = run / "sync" / f"ready-{role}-{k}.json"
-                if k < steps and marker.exists() and (cpu := cpu_seconds(proc.pid)) is not None:
-                    cpu_at[role][k] = cpu
+                k = len(ready_at[role])
+                if k < steps and (msg := coord.ready(role, k)) is not None:
+                    ready_at[role][k] = time.monotonic()
+                    if (cpu := cpu_seconds(proc.pid)) is not None:
+                        cpu_at[role][k] = cpu
+                    if msg["weights"].get("kind") == "store":  # nobody loads them: free the store's copy
+                        drop(coord.store, msg["weights"]["prefix"])
             if all(proc.poll() is not None for proc in procs.values()):
                 return {role: proc.returncode for role, proc in procs.items()}
             time.sleep(0.1)
 
     codes: dict[str, int] = {}
-    if together:
-        codes = watch({role: start(role) for role in roles})
-    else:
-        for role in roles:
-            codes.update(watch({role: start(role)}))
-    return codes, cpu_at
+    try:
+        if together:
+            codes = watch({role: start(role) for role in roles})
+        else:
+            for role in roles:
+                codes.update(watch({role: start(role)}))
+    finally:
+        coord.stop("the precision benchmark ended")  # a job still running (Ctrl-C) stops at once
+        coord.close()
+    return codes, ready_at, cpu_at
 
 
 def log_history(run: Path, role: str) -> list[dict[str, Any]]:
@@ -151,7 +212,7 @@ def saved_dtypes(run: Path, role: str) -> list[str]:
 
 
 def grpo_part(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
+    from sesa_graph.config import load_config
 
     steps = source_steps(args.source, args.roles)
     if not steps:
@@ -167,22 +228,19 @@ def grpo_part(args: argparse.Namespace) -> dict[str, Any]:
     for label in args.grpo_variants:
         dtype, trained_only = VARIANTS[label]
         run = replay_dir(args, label, steps)
-        threads = yaml.safe_load((run / "config.yaml").read_text())["train"]["trainer_threads"]
+        cfg = load_config(run / "config.yaml")
         print(f"  {label}: {run} ({load_note()})", flush=True)
-        codes, cpu_at = run_trainers(run, args.roles, args.together, args.grpo_steps)
+        codes, ready, cpu_at = run_trainers(run, args.roles, args.together, args.grpo_steps)
         for role in args.roles:
             log_file = run / "logs" / f"{role}-trainer.log"
             if codes[role] != 0:
                 raise SystemExit(f"the {role} trainer ({label}) exited {codes[role]}; see {log_file}")
             log_text = log_file.read_text(errors="replace")
-            ready = {}
-            for k in range(args.grpo_steps):
-                f = run / "sync" / f"ready-{role}-{k}.json"
-                if f.exists():
-                    ready[k] = json.loads(f.read_text())["time"]
             n = args.grpo_steps - 1
-            wall = [ready[k + 1] - ready[k] for k in range(n) if k in ready and k + 1 in ready]
+            at = ready[role]
+            wall = [at[k + 1] - at[k] for k in range(n) if {k, k + 1} <= set(at)]
             cpu = [cpu_at[role][k + 1] - cpu_at[role][k] for k in range(n) if {k, k + 1} <= set(cpu_at[role])]
+            threads = cfg.train.trainer_threads * cfg.train.ranks(role)  # every rank's threads are timed
             said = next((f"{d} compute" for d in ("bfloat16", "float32") if f"{d} compute" in log_text), "?")
             hist = log_history(run, role)
             res = {

@@ -20,18 +20,21 @@ fp32/trained, bf16/trained (``sesa warmup`` now, on a CPU with bf16 units). Prin
 the speedups and the per-step loss.
 
 GRPO (``--parts grpo``): replays the recorded trajectories of a run (``--source``, any run with committed steps)
-through the real trainer process, ``python -m training.trainer RUN_DIR --role R``, once per variant and role.
-Each replay gets a fresh run directory holding the source's ``config.yaml`` (with ``train.compute_dtype``,
-``train.steps`` = ``--grpo-steps`` and ``train.report_to: none``), its trajectory shards and
-``sync/committed-K.json`` markers; with every step committed the trainer publishes its weights
-(``sync/ready-<role>-K.json``) and trains straight through. The update of step K is ready(K+1) - ready(K):
-reading the shard, the log-prob passes, forward and backward over the batch, the optimizer step, any checkpoint
-due and publishing the weights -- what ``sesa train`` counts as its GRPO update phase (the last step has no next
-marker, so N steps time N-1 updates). Loss, grad norm, KL (logged only when ``train.beta`` > 0), the gap between
-the trainer's and the sampler's log-probs, TRL's ``step_time`` and the reward come from the trainer's
-``trainer_state.json`` (its log lines when no checkpoint is left). The reward is the recorded one: equal in every
-variant by construction. More steps than the source has reuse its shards in turn (off-policy then, alike for
-every variant). By default the roles run one after the other, each with the config's ``train.trainer_threads``;
+through the real trainer job, once per variant and role, started with the command ``sesa train`` uses
+(``training.trainer_jobs.trainer_command``: the config's launcher and ranks). Each replay gets a fresh run
+directory holding the source's ``config.yaml`` (with ``train.compute_dtype``, ``train.steps`` = ``--grpo-steps``
+and ``train.report_to: none``), its trajectory shards and their commit records, and this script hosts the
+orchestrator's coordinator (``training.coordinator``; the source's cluster settings on a free loopback port)
+with every step committed up front, so the trainer publishes its weights, says it is ready for step K
+(``ready/<role>/K`` in the coordinator's store, polled every 0.1 s) and trains straight through. The update of
+step K is ready(K+1) - ready(K): reading the shard, the log-prob passes, forward and backward over the batch,
+the optimizer step, any checkpoint due and publishing the weights -- what ``sesa train`` counts as its GRPO
+update phase (the last step has no next ready, so N steps time N-1 updates; CPU seconds count the launcher and
+every rank of the job). Loss, grad norm, KL (logged only when ``train.beta`` > 0), the gap between the trainer's
+and the sampler's log-probs, TRL's ``step_time`` and the reward come from the trainer's ``trainer_state.json``
+(its log lines when no checkpoint is left). The reward is the recorded one: equal in every variant by
+construction. More steps than the source has reuse its shards in turn (off-policy then, alike for every
+variant). By default the roles run one after the other, each with the config's ``train.trainer_threads``;
 ``--together`` runs them at once, as ``sesa train`` does.
 
 A source run for a quick look (3 steps, about 14 minutes on 2 cores; its trajectories need the format-warmed

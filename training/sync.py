@@ -1,12 +1,13 @@
-"""File-based barrier between the orchestrator and the two trainer processes (CPU weight transport).
+"""The orchestrator's durable record of a run's barrier, under ``runs/NAME/sync/``.
 
-Per step t and role:
-1. the trainer publishes its current weights as version t (``weights/<role>/``, safetensors, atomic
-   directory swap) and writes ``ready-<role>-<t>``: "weights synced for step t";
-2. the orchestrator waits for both ready markers, reloads its rollout policies, runs the self-play step,
-   writes both roles' shards and then ``committed-<t>.json`` (metrics) -- the commit point of the step;
-3. each trainer waits for ``committed-<t>.json`` and trains on its role's shard.
-Every wait checks that the other side is alive, so a dead process ends the run instead of hanging it.
+The live barrier (ready / commit / stop signals, trajectory shards and heartbeats between the orchestrator and
+the trainer jobs) is ``training.coordinator``: a network store, so trainers on other nodes need no shared
+filesystem. What stays on disk here is what must outlive the processes:
+- ``committed-<t>.json``: step t's metrics, written once its shards are on disk -- ``--resume`` restarts at the
+  first step without one, and replays committed steps to a trainer resumed from an older checkpoint;
+- ``STOP.json``: why a run stopped, for the person reading the run directory;
+- ``weights/<role>/``: the weights the rollout policies load (``cluster.weights: file``, written by the
+  trainer's rank 0; ``store``, fetched from the coordinator onto the orchestrator's disk), swapped atomically.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,14 +62,6 @@ class SyncDir:
         f = self.weights_dir(role) / "VERSION"
         return int(f.read_text()) if f.exists() else None
 
-    def mark_ready(self, role: str, step: int) -> None:
-        _touch_json(
-            self.root / f"ready-{role}-{step}.json", {"step": step, "time": time.time(), "pid": os.getpid()}
-        )
-
-    def is_ready(self, role: str, step: int) -> bool:
-        return (self.root / f"ready-{role}-{step}.json").exists()
-
     # ---- orchestrator side --------------------------------------------------------------------------
     def commit(self, step: int, metrics: dict[str, Any]) -> None:
         _touch_json(self.root / f"committed-{step}.json", metrics)
@@ -89,26 +81,6 @@ class SyncDir:
     def stopped(self) -> str | None:
         f = self.root / "STOP.json"
         return json.loads(f.read_text())["reason"] if f.exists() else None
-
-    def wait(
-        self,
-        cond: Callable[[], bool],
-        what: str,
-        timeout_s: float,
-        alive: Callable[[], str | None] | None = None,
-        poll_s: float = 0.2,
-    ) -> None:
-        """Block until ``cond()``; raise if ``alive()`` names a dead peer, on STOP, or after the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while not cond():
-            reason = self.stopped()
-            if reason:
-                raise PeerDiedError(f"run stopped while waiting for {what}: {reason}")
-            if alive is not None and (dead := alive()):
-                raise PeerDiedError(f"{dead} while waiting for {what}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"waited {timeout_s:.0f}s for {what}")
-            time.sleep(poll_s)
 
 
 def _touch_json(path: Path, obj: Any) -> None:

@@ -198,10 +198,17 @@ def test_the_orchestrator_loop_probes_due_steps_and_mirrors_them_to_the_tracker(
     orch.versions, orch.memory = {"proposer": 0, "solver": 0}, SimpleNamespace(version=3)
     tracked = []
     orch.tracker = SimpleNamespace(log_step=tracked.append)
-    orch.sync = SimpleNamespace(wait=lambda *a, **k: None, is_ready=lambda role, step: True)
+    waited = []
+
+    def wait_ready(step, timeout, alive, replay):  # both trainers are ready at once
+        waited.append(step)
+        return {r: {"step": step, "weights": {"kind": "file", "path": f"/w/{r}"}} for r in orch.versions}
+
+    orch.coord = SimpleNamespace(wait_ready=wait_ready)
     orch.servers_dead = orch.finish = lambda: None
 
-    def sync_weights():  # the trainers publish version t before step t
+    def sync_weights(ready):  # the trainers publish version t before step t
+        assert set(ready) == {"proposer", "solver"}
         orch.versions["solver"] += 1
         return {}
 
@@ -213,7 +220,7 @@ def test_the_orchestrator_loop_probes_due_steps_and_mirrors_them_to_the_tracker(
     orch.sync_weights, orch.run_step = sync_weights, run_step
     shown = []
     orch.run(0, lambda: None, shown.append)
-    assert [s.step for s in shown] == [0, 1, 2, 3]
+    assert [s.step for s in shown] == [0, 1, 2, 3] and waited == [0, 1, 2, 3]
     assert [s.step for s in shown if "probe" in s.metrics] == [0, 2, 3]  # the live table sees them too
     assert [(r["step"], r["probe"]["policy_version"]) for r in tracked] == [(0, 1), (2, 3), (3, 4)]
     assert {r["probe"]["bank_version"] for r in tracked} == {3}

@@ -1,7 +1,5 @@
-"""Trajectory store, the file barrier, and the trainer's batch assembly."""
-
-import threading
-import time
+"""Trajectory store, the orchestrator's on-disk record of the barrier (commit markers, STOP.json, published
+weights; the live barrier is tests/training/test_coordinator.py), and the trainer's batch assembly."""
 
 import pandas as pd
 import pytest
@@ -9,7 +7,7 @@ import pytest
 from sesa_graph.trajectory import Trajectory
 from training.orchestrator import _select_groups
 from training.store import TrajectoryStore
-from training.sync import PeerDiedError, SyncDir
+from training.sync import SyncDir
 from training.trainer import batch_shape, micro_batches, passthrough_reward, rows_for_training
 
 
@@ -98,17 +96,17 @@ def test_batch_shapes():
     assert passthrough_reward(["p"] * 2, ["a", "b"], reward=[0.5, -1]) == [0.5, -1.0]
 
 
-def test_barrier_wait_and_dead_peer(tmp_path):
+def test_the_record_of_commits_and_the_stop_reason(tmp_path):
     sync = SyncDir(tmp_path)
-    threading.Timer(0.2, lambda: sync.mark_ready("solver", 0)).start()
-    sync.wait(lambda: sync.is_ready("solver", 0), "solver", timeout_s=5, poll_s=0.02)
-    with pytest.raises(PeerDiedError, match="trainer died"):
-        sync.wait(lambda: False, "x", timeout_s=5, alive=lambda: "the solver trainer died", poll_s=0.01)
-    with pytest.raises(TimeoutError):
-        sync.wait(lambda: False, "x", timeout_s=0.05, poll_s=0.01)
-    sync.stop("user interrupt")
-    with pytest.raises(PeerDiedError, match="user interrupt"):
-        sync.wait(lambda: False, "x", timeout_s=5, poll_s=0.01)
+    assert sync.committed_steps() == [] and not sync.is_committed(0) and sync.stopped() is None
+    sync.commit(0, {"step": 0, "items": 2})
+    sync.commit(10, {"step": 10})
+    # numeric order, not the file names' (committed-10 sorts before committed-2 as text)
+    sync.commit(2, {"step": 2})
+    assert sync.committed_steps() == [0, 2, 10] and sync.is_committed(2) and not sync.is_committed(1)
+    assert sync.committed(0) == {"step": 0, "items": 2}  # what a replay hands a resumed trainer
+    sync.stop("KeyboardInterrupt: user interrupt")
+    assert SyncDir(tmp_path).stopped() == "KeyboardInterrupt: user interrupt"  # read by a later process
 
 
 def test_publish_weights_swaps_atomically(tmp_path):
@@ -121,7 +119,6 @@ def test_publish_weights_swaps_atomically(tmp_path):
     sync.commit(0, {"step": 0})
     sync.commit(2, {"step": 2})
     assert sync.committed_steps() == [0, 2]
-    time.sleep(0)
 
 
 def test_clear_weights_keeps_the_barrier_files(tmp_path):
