@@ -284,7 +284,7 @@ def check_train_layout(cfg: RunConfig) -> None:
         if ranks > 1 and not t.trainer_launcher:
             raise ValueError(
                 f"the {role} trainer has {ranks} ranks but train.trainer_launcher is empty: set it to [torchrun] "
-                "or [accelerate, launch], or give train.trainer_ranks.{role}: 1"
+                f"or [accelerate, launch], or give train.trainer_ranks.{role}: 1"
             )
         if n % ranks:
             raise ValueError(

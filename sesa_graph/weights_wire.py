@@ -49,23 +49,12 @@ def fetch_dir(store: Any, prefix: str, dest: Path) -> tuple[int, int]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     total = 0
-    for name, meta in manifest["files"].items():
-        if name in ("", ".", "..") or "/" in name or "\\" in name:
-            raise WeightsWireError(f"{prefix}: the manifest names a file {name!r} outside the directory")
-        digest, size = hashlib.sha256(), 0
-        with open(tmp / name, "wb") as out:
-            for i in range(int(meta["chunks"])):
-                chunk = store.get(f"{prefix}/{name}/{i}")
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-        if size != meta["size"] or digest.hexdigest() != meta["sha256"]:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise WeightsWireError(
-                f"{prefix}/{name}: got {size} bytes with sha256 {digest.hexdigest()[:12]}, the manifest says "
-                f"{meta['size']} bytes, {meta['sha256'][:12]}; the previous weights stay"
-            )
-        total += size
+    try:
+        for name, meta in manifest["files"].items():
+            total += _fetch_file(store, prefix, name, meta, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     (tmp / "VERSION").write_text(str(manifest["version"]))
     old = dest.with_name(f".{dest.name}.old")
     shutil.rmtree(old, ignore_errors=True)
@@ -74,6 +63,27 @@ def fetch_dir(store: Any, prefix: str, dest: Path) -> tuple[int, int]:
     os.replace(tmp, dest)
     shutil.rmtree(old, ignore_errors=True)
     return int(manifest["version"]), total
+
+
+def _fetch_file(store: Any, prefix: str, name: str, meta: dict[str, Any], into: Path) -> int:
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise WeightsWireError(f"{prefix}: the manifest names a file {name!r} outside the directory")
+    digest, size = hashlib.sha256(), 0
+    with open(into / name, "wb") as out:
+        for i in range(int(meta["chunks"])):
+            key = f"{prefix}/{name}/{i}"
+            if not store.check([key]):  # a get would wait for the store's whole timeout
+                raise WeightsWireError(f"{key} is missing from the store; the previous weights stay")
+            chunk = store.get(key)
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    if size != meta["size"] or digest.hexdigest() != meta["sha256"]:
+        raise WeightsWireError(
+            f"{prefix}/{name}: got {size} bytes with sha256 {digest.hexdigest()[:12]}, the manifest says "
+            f"{meta['size']} bytes, {meta['sha256'][:12]}; the previous weights stay"
+        )
+    return size
 
 
 def drop(store: Any, prefix: str) -> None:

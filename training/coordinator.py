@@ -90,15 +90,17 @@ class Beat:
 
 
 class Watch:
-    """When a counter last moved, on this process's clock (the nodes' clocks need not agree)."""
+    """When a counter last moved, on this process's clock (the nodes' clocks need not agree). ``expect``: a
+    counter that never appears counts as stale from when watching began (peers that joined already)."""
 
-    def __init__(self) -> None:
+    def __init__(self, expect: bool = False) -> None:
         self.seen: dict[str, tuple[int, float]] = {}
+        self.expect, self.began = expect, time.monotonic()
 
     def stale_for(self, store: Any, key: str) -> float | None:
-        """Seconds since ``key`` last moved; None before its first beat."""
+        """Seconds since ``key`` last moved; before its first beat None (or, expected, since watching began)."""
         if not store.check([key]):
-            return None
+            return time.monotonic() - self.began if self.expect else None
         value, now = store.add(key, 0), time.monotonic()
         last = self.seen.get(key)
         if last is None or last[0] != value:
@@ -210,6 +212,7 @@ class Coordinator:
             for s in range(max(0, step - 64), step):  # a checkpoint is at most save_every steps behind
                 if (role, s) not in self.served and self.store.check([f"ready/{role}/{s}"]):
                     metrics, shard = replay(role, s)
+                    self._forget(role, s - 1)
                     self.store.set(f"shard/{s}/{role}", shard)
                     self.store.set(f"commit/{s}", json.dumps(metrics))
                     self.served.add((role, s))
