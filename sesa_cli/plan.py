@@ -29,6 +29,8 @@ def plan_command(
     fsdp2), the compute copy, TRL's reference model (train.beta > 0), one micro-batch's activations and the
     fused LM head, and a fixed CUDA overhead. vLLM servers: their gpu_memory_utilization share of the GPU
     (weights, profile pass, CUDA graphs, and the KV cache in what is left, in tokens) plus their CUDA context.
+    With cluster.trainers external, one table per node: the orchestrator's servers, then each trainer node's
+    ranks (train.trainer_gpus on every trainer node; FSDP2 shards over a job's ranks on all of them).
     Estimates from the models' shapes and the config, not measurements. A CPU config has no GPU plan: its
     host lines are a rough estimate and never refused.
     """
@@ -46,22 +48,43 @@ def plan_command(
 
 
 def render(mp, title: str) -> list:
-    """The plan as rich renderables: one table (GiB) with a total row per device, each distinct process's
-    assumptions, then the notes."""
+    """The plan as rich renderables: one table (GiB) per node with a total row per device, each distinct
+    process's assumptions, then the notes. One machine: one table, titled as before nodes existed."""
+    from rich.text import Text
+
+    out: list = []
+    for node in mp.nodes:
+        where = ""
+        if node == "orchestrator":
+            where = ", orchestrator node (`sesa train`)"
+        elif node:
+            where = f", {node} (`sesa trainers --node-rank {node.rsplit(' ', 1)[1]}`)"
+        out.append(table([d for d in mp.devices if d.node == node], f"memory plan of {title}{where}, GiB"))
+    details: dict[tuple[str, str], str] = {}
+    for d in mp.devices:
+        for p in d.processes:
+            # one line per kind of process: its ranks and replicas share their assumptions
+            details.setdefault((p.name.split(" rank ")[0].split(" replica ")[0], p.detail), p.model)
+    out += [Text(f"{name}: {detail}") for (name, detail) in details if detail]
+    out += [Text(f"note: {n}") for n in mp.notes]
+    out += [Text(f"cannot start: {n}", style="red") for n in mp.problems]
+    return out
+
+
+def table(devices: list, title: str):
+    """One node's devices: a row per process, a total row per device."""
     from rich.table import Table
     from rich.text import Text
 
     from training.memory_plan import PARTS
 
-    t = Table(title=Text(f"memory plan of {title}, GiB"), title_justify="left")
+    t = Table(title=Text(title), title_justify="left")
     for col in ("device", "process", "model", *PARTS, "total"):
         t.add_column(col, justify="left" if col in ("device", "process", "model") else "right")
-    details: dict[tuple[str, str], str] = {}
-    for d in mp.devices:
+    for d in devices:
         for i, p in enumerate(d.processes):
             cells = [f"{p.parts[k]:.1f}" if k in p.parts else "" for k in PARTS]
             t.add_row(Text("" if i else d.device), Text(p.name), Text(p.model), *cells, f"{p.total:.1f}")
-            details.setdefault((p.name.split(" rank ")[0], p.detail), p.model)
         room, cap = d.headroom or 0.0, d.capacity_gib or 0.0
         if d.device == "host" or not cap:
             verdict = "total (rough, never refused)"
@@ -72,8 +95,4 @@ def render(mp, title: str) -> list:
         style = "bold" if d.fits else "bold red"
         cells = [Text(d.device, style=style), Text(verdict, style=style), "", *[""] * len(PARTS)]
         t.add_row(*cells, Text(f"{d.total:.1f}", style=style), end_section=True)
-    out: list = [t]
-    out += [Text(f"{name}: {detail}") for (name, detail) in details if detail]
-    out += [Text(f"note: {n}") for n in mp.notes]
-    out += [Text(f"cannot start: {n}", style="red") for n in mp.problems]
-    return out
+    return t

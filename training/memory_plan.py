@@ -61,6 +61,14 @@ class DevicePlan:
     device: str  # "GPU 0" (refused when over), or "host" (rough, never refused)
     capacity_gib: float | None
     processes: list[Process] = field(default_factory=list)
+    # "" on one machine; with cluster.trainers external "orchestrator" or "trainer node N" (its --node-rank),
+    # since every node numbers its GPUs from 0
+    node: str = ""
+
+    @property
+    def label(self) -> str:
+        """The device as errors name it: "GPU 3", or "trainer node 0 GPU 3" when the run spans nodes."""
+        return f"{self.node} {self.device}" if self.node else self.device
 
     @property
     def total(self) -> float:
@@ -77,9 +85,14 @@ class DevicePlan:
 
 @dataclass
 class MemoryPlan:
-    devices: list[DevicePlan]  # the GPUs by id, then the host
+    devices: list[DevicePlan]  # node by node (the orchestrator's first): the GPUs by id, then the host
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # servers that cannot start, whatever the totals
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes in plan order; [""] on one machine."""
+        return list(dict.fromkeys(d.node for d in self.devices))
 
     @property
     def gpus(self) -> list[DevicePlan]:
@@ -185,6 +198,38 @@ def server(
     return parts, detail, problem
 
 
+def parallel_size(args: list[str], flag: str, short: str) -> int:
+    """A vLLM server's --tensor-parallel-size (-tp) or --data-parallel-size (-dp) in its arguments, else 1."""
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith(f"{flag}=") else None
+        if a in (flag, short) and i + 1 < len(args):
+            value = args[i + 1]
+        if value is not None:
+            return int(value) if value.isdigit() else 1  # vLLM itself refuses a malformed one
+    return 1
+
+
+def server_layout(p: PolicyConfig, where: list[str], name: str, key: str) -> tuple[list[list[str]], int, str]:
+    """Each replica's devices (the role's GPUs split evenly, as the servers' start splits them), the tensor
+    parallel size (each GPU holds 1/tp of the weights and KV cache; a data-parallel engine a whole copy) and a
+    note when the GPUs do not match replicas x tensor x data parallel."""
+    reps = p.replicas if p.backend == "vllm" else 1
+    tp = parallel_size(p.server_args, "--tensor-parallel-size", "-tp") if p.backend == "vllm" else 1
+    dp = parallel_size(p.server_args, "--data-parallel-size", "-dp") if p.backend == "vllm" else 1
+    if where == ["host"] or len(where) % reps:  # vLLM-cpu, or GPUs the start refuses to split
+        return [where] * reps, tp, ""
+    k = len(where) // reps
+    shares = [where[r * k : (r + 1) * k] for r in range(reps)]
+    note = ""
+    if k != tp * dp:  # vLLM uses the first tp x dp of its GPUs; the plan still puts an engine on each
+        per = f"{reps} replicas of {k} GPUs" if reps > 1 else f"{k} GPUs"
+        note = (
+            f"{name}: {key} gives {per} but its server_args give tensor parallel {tp} x data parallel {dp}: "
+            f"vLLM would not use them as planned; e.g. add [--tensor-parallel-size, '{max(1, k // dp)}']"
+        )
+    return shares, tp, note
+
+
 def gpu_capacity_gib(cfg: RunConfig, gpu_gib: float | None = None) -> float:
     """Each GPU's memory: the argument, else train.gpu_memory_gib, else the first visible CUDA device's
     (a machine's GPUs are taken to be alike)."""
@@ -205,18 +250,26 @@ def gpu_capacity_gib(cfg: RunConfig, gpu_gib: float | None = None) -> float:
 
 def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
     """Every process of ``cfg`` on its device: the policies' servers (train.vllm_gpus), the fixed models the
-    run serves (models.NAME.cuda_visible_devices) and each trainer rank (train.trainer_gpus)."""
+    run serves (models.NAME.cuda_visible_devices) and each trainer rank (train.trainer_gpus).
+
+    One machine unless cluster.trainers is external: then the servers are on the orchestrator node and each
+    of cluster.trainer_nodes trainer nodes runs an equal share of each job's ranks on the GPUs of
+    train.trainer_gpus (the same indices on every trainer node), numbered as the launchers number them
+    (node rank x ranks per node + local rank)."""
     policies = {"solver": cfg.solver_policy, "proposer": cfg.proposer_policy}
     served = {f"models.{n}": ep.serve for n, ep in cfg.models.items() if ep.serve is not None}
     visible = {f"models.{n}": ep.cuda_visible_devices for n, ep in cfg.models.items()}
     on_gpu = any(p.device.startswith("cuda") for p in [*policies.values(), *served.values()])
     cap = gpu_capacity_gib(cfg, gpu_gib) if on_gpu else None
-    devices: dict[str, DevicePlan] = {}
+    external = cfg.cluster.trainers == "external"
+    nodes = cfg.cluster.trainer_nodes if external else 1
+    devices: dict[tuple[str, str], DevicePlan] = {}
     notes: list[str] = []
     problems: list[str] = []
 
-    def put(where: str, proc: Process) -> None:
-        devices.setdefault(where, DevicePlan(where, None if where == "host" else cap)).processes.append(proc)
+    def put(node: str, where: str, proc: Process) -> None:
+        d = devices.setdefault((node, where), DevicePlan(where, None if where == "host" else cap, node=node))
+        d.processes.append(proc)
 
     def place(spec: str | None, device: str, what: str, key: str, count: int = 1) -> list[str]:
         if not device.startswith("cuda"):
@@ -232,6 +285,7 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
         (role, p, cfg.train.vllm_gpus.get(role), f"train.vllm_gpus.{role}") for role, p in policies.items()
     ]
     servers += [(name, p, visible[name], f"{name}.cuda_visible_devices") for name, p in served.items()]
+    home = "orchestrator" if external else ""  # `sesa train` starts every server on its own node
     for who, p, spec, key in servers:
         if p.backend == "openai":
             notes.append(f"{who}: an endpoint run outside sesa ({p.base_url}); not in this plan")
@@ -239,25 +293,35 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
         name = f"{who} vllm server" if p.backend == "vllm" else f"{who} in-process"
         where = place(spec if p.backend == "vllm" else None, p.device, name, key)
         shape = model_shape(p.model, embedded=where == ["host"])
-        parts, detail, problem = server(shape, p, None if where == ["host"] else cap, len(where))
-        detail += f"; tensor parallel over {len(where)}" if len(where) > 1 else ""
-        for w in where:
-            put(w, Process(name, p.model, parts, detail))
+        shares, tp, note = server_layout(p, where, name, key)
+        notes += [note] if note else []
+        parts, detail, problem = server(shape, p, None if where == ["host"] else cap, tp)
+        detail += f"; tensor parallel over {tp}" if tp > 1 else ""
+        for r, share in enumerate(shares):
+            label = f"{name} replica {r + 1}/{len(shares)}" if len(shares) > 1 else name
+            for w in share:
+                put(home, w, Process(label, p.model, parts, detail))
         if problem:
-            problems.append(f"{name} on {', '.join(where)}: {problem}")
+            problems.append(f"{(home + ' ') if home else ''}{name} on {', '.join(where)}: {problem}")
     for role, p in policies.items():
         model, ranks = (p.model if p.backend == "local" else p.train_model or p.model), cfg.train.ranks(role)
+        per_node = max(1, ranks // nodes)  # check_train_layout refuses ranks that nodes do not divide
         spec, key = cfg.train.trainer_gpus.get(role), f"train.trainer_gpus.{role}"
-        where = place(spec, p.device, f"{role} trainer", key, ranks)
-        parts, detail = trainer_rank(
+        what = f"{role} trainer" + (" on each trainer node" if external else "")
+        where = place(spec, p.device, what, key, per_node)
+        parts, detail = trainer_rank(  # FSDP2 shards over all the job's ranks, whichever node they are on
             model_shape(model, embedded=where[0] == "host"), cfg.train, ranks, where[0] != "host"
         )
-        for r in range(ranks):
-            put(where[r % len(where)], Process(f"{role} trainer rank {r}/{ranks}", model, parts, detail))
-    order = sorted(
-        devices.values(),
-        key=lambda d: (d.device == "host", int(d.device[4:]) if d.device[4:].isdigit() else 0),
-    )
+        for n in range(nodes):
+            for i in range(per_node):
+                proc = Process(f"{role} trainer rank {n * per_node + i}/{ranks}", model, parts, detail)
+                put(f"trainer node {n}" if external else "", where[i % len(where)], proc)
+
+    def order(d: DevicePlan) -> tuple:
+        node = int(d.node.rsplit(" ", 1)[1]) + 1 if d.node.startswith("trainer node") else 0
+        return node, d.device == "host", int(d.device[4:]) if d.device[4:].isdigit() else 0
+
+    ordered = sorted(devices.values(), key=order)
     if not on_gpu:
         notes.append("no process of this config is on a CUDA device, so there is no GPU plan")
     else:
@@ -265,10 +329,48 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
             "vLLM starts only if a GPU's free memory at its start is at least its gpu_memory_utilization share: "
             "the shares of the servers on a GPU plus its trainers must stay under its memory (the totals)"
         )
-    for d in order:
+    if external:
+        notes += cluster_notes(cfg, on_gpu)
+    for d in ordered:
         if d.capacity_gib and d.device != "host" and 0 <= (d.headroom or 0) < 0.05 * d.capacity_gib:
-            notes.append(f"{d.device}: under 5% headroom, and no GPU run has measured these estimates")
-    return MemoryPlan(order, notes, problems)
+            notes.append(f"{d.label}: under 5% headroom, and no GPU run has measured these estimates")
+    return MemoryPlan(ordered, notes, problems)
+
+
+def cluster_notes(cfg: RunConfig, on_gpu: bool) -> list[str]:
+    """What a multi-node plan assumes, and what crosses the network each step beyond the small signals."""
+    c, t = cfg.cluster, cfg.train
+    ranks = {role: t.ranks(role) for role in ("solver", "proposer")}
+    share = ", ".join(f"{r // c.trainer_nodes} {role} rank(s)" for role, r in ranks.items())
+    notes = [
+        (
+            f"cluster.trainers external: the servers and fixed models are on the orchestrator node (`sesa train`); "
+            f"each of the {c.trainer_nodes} trainer node(s) (`sesa trainers --node-rank N`) runs {share}"
+            + (" on the GPUs of train.trainer_gpus, the same indices on every trainer node" if on_gpu else "")
+        )
+    ]
+    if t.sharding == "fsdp2" and c.trainer_nodes > 1 and on_gpu:
+        notes.append("fsdp2 shards each job's states over all its ranks, across the trainer nodes")
+    sizes = {}
+    for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
+        model = p.model if p.backend == "local" else p.train_model or p.model
+        sizes[role] = model_shape(model, embedded=not on_gpu).params * DTYPE_BYTES[t.param_dtype] / GIB
+    each, total = " + ".join(f"{role} {gib:.1f}" for role, gib in sizes.items()), sum(sizes.values())
+    transport = c.weight_transport(t.use_vllm)
+    how = {
+        "store": "each job's rank 0 writes them on its node and sends them through the coordinator store, which "
+        f"holds them in the orchestrator node's memory until it has read them (up to {total:.1f} GiB at once)",
+        "file": "each job's rank 0 writes them into the run directory, which the orchestrator node must see "
+        "(a shared filesystem)",
+        "nccl": "TRL broadcasts them from each job's rank 0 into the vLLM servers over NCCL (untested)",
+    }[transport]
+    notes.append(f"weights ({transport}), {t.param_dtype} states of {each} GiB: every step {how}")
+    if on_gpu and t.sharding == "fsdp2":  # accelerate's FSDP2 get_state_dict gathers with cpu_offload
+        notes.append(
+            f"trainer node 0: each job's rank 0 gathers its full state into host memory to publish it "
+            f"({total:.1f} GiB for both jobs, not in the GPU totals)"
+        )
+    return notes
 
 
 FIXES = (
@@ -286,7 +388,7 @@ def check_memory_plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPla
     if mp.fits:
         return mp
     msgs = [
-        f"{d.device} needs {d.total:.1f} GiB of its {d.capacity_gib:.1f} GiB, short by {-(d.headroom or 0):.1f} GiB "
+        f"{d.label} needs {d.total:.1f} GiB of its {d.capacity_gib:.1f} GiB, short by {-(d.headroom or 0):.1f} GiB "
         f"({', '.join(f'{p.name} {p.model} {p.total:.1f}' for p in d.processes)})"
         for d in mp.gpus
         if not d.fits

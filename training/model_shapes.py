@@ -97,5 +97,5 @@ def model_shape(name: str, embedded: bool = False) -> Shape:
         return read_shape(Path(path) / "config.json")
     raise UserError(
         f"the memory plan has no shape for model {name!r}: give a local directory with its config.json, or add "
-        f"its config.json fields to training.memory_plan.SHAPES (known: {', '.join(SHAPES)})"
+        f"its config.json fields to training.model_shapes.SHAPES (known: {', '.join(SHAPES)})"
     )

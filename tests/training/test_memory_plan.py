@@ -27,7 +27,8 @@ OLD_H200 = {
 
 
 @pytest.mark.parametrize(
-    ("name", "expected"), [("Qwen/Qwen3-4B", 4.02e9), ("Qwen/Qwen2.5-32B-Instruct", 32.8e9)]
+    ("name", "expected"),
+    [("Qwen/Qwen3-4B", 4.02e9), ("Qwen/Qwen3-8B", 8.19e9), ("Qwen/Qwen2.5-32B-Instruct", 32.8e9)],
 )
 def test_the_parameter_formula_gives_the_published_counts(name, expected):
     assert SHAPES[name].params == pytest.approx(expected, rel=0.01)
