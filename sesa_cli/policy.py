@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from sesa_cli.common import check_engine, console, interrupt
+from tools.errors import UserError
 
 policy_app = typer.Typer(help="Policy utilities.", no_args_is_help=True)
 
@@ -25,8 +26,16 @@ def policy_serve(
     ),
     host: str = typer.Option(
         "127.0.0.1",
-        help="Bind address (loopback unless you mean to expose it; vLLM's "
-        "weight-reload endpoints are only on for loopback).",
+        help="Bind address. Anything but loopback needs --allow-remote and --api-key-env (every route but "
+        "/health, the weight-reload ones included, then requires the token).",
+    ),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote", help="Opt in to a non-loopback --host (vLLM engine)."
+    ),
+    api_key_env: str | None = typer.Option(
+        None,
+        "--api-key-env",
+        help="Environment variable holding the token the server requires (vLLM engine).",
     ),
     port: int = typer.Option(8000, help="Port."),
     served_name: str | None = typer.Option(
@@ -77,10 +86,18 @@ def policy_serve(
             ("port", port),
             ("kv_cache_gib", kv_cache_gib),
             ("cpu_bind", cpu_bind),
+            ("allow_remote", allow_remote or None),
+            ("api_key_env", api_key_env),
         )
         if v is not None
     }
-    pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})  # validated, unlike model_copy
+    try:  # validated, unlike model_copy
+        pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})
+    except ValueError as exc:
+        reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in getattr(exc, "errors", list)())
+        raise UserError(
+            f"sesa policy serve: {reasons or exc} (flags here: --allow-remote, --api-key-env NAME)"
+        ) from None
     spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
     server = VLLMServer(spec)
     signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops the server too

@@ -13,7 +13,7 @@ from sesa_graph.reference_values import DEVIATIONS, REFERENCES, flatten, origin
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["qwen3-4b-8xa100", "qwen3-4b-h200"])
+@pytest.mark.parametrize("name", ["qwen3-4b-8xa100", "qwen3-4b-h200", "qwen3-8b-2x8h100"])
 def test_gpu_configs_take_every_reference_value_but_the_named_deviations(name):
     values = flatten(load_config(ROOT / "configs" / f"{name}.yaml").model_dump(mode="json"))
     differ = {k: (values[k], ref.value) for k, ref in REFERENCES.items() if values[k] != ref.value}

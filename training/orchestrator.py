@@ -82,7 +82,12 @@ class Orchestrator:
         )
         clients = [("solver", self.solver_policy), ("proposer", self.proposer_policy)]
         clients += [(f"model:{name}", client) for name, client in self.fixed.items()]
-        servers = {role: p.server.proc.pid for role, p in clients if getattr(p, "server", None) is not None}
+        servers = {
+            role if i == 0 else f"{role}-{i + 1}": server.proc.pid
+            for role, p in clients
+            for i, server in enumerate(getattr(p, "servers", None) or [getattr(p, "server", None)])
+            if server is not None and server.proc is not None
+        }
         (self.sync.root / "server_pids.json").write_text(json.dumps(servers))
         try:
             self._build(cfg, resume)

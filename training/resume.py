@@ -59,6 +59,9 @@ SAFE_KEYS = (
     "train.save_every",
     "train.gpu_memory_gib",
     "train.vllm_gpus",
+    # where the processes run and how they reach each other; a trainer that finds no checkpoint where it
+    # now runs replays every committed step from its shard, so the updates stay the same
+    "cluster",
     "extra",
     "search.url",
     "search.timeout_s",
@@ -83,6 +86,9 @@ SAFE_ENDPOINT_FIELDS = {
     "timeout_s",
     "retries",
     "cuda_visible_devices",
+    "replicas",
+    "max_concurrency",
+    "allow_remote",
 }
 WHY = {
     "memory.mode": "the bank of the committed steps was built with it",

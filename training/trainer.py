@@ -113,6 +113,11 @@ def vllm_server_args(pcfg: Any, role: str) -> dict[str, Any]:
     orchestrator also generates from; each role gets its own group port."""
     if pcfg.backend != "openai" or not pcfg.base_url:
         raise ValueError(f"train.use_vllm needs {role}_policy.backend 'openai' with the vLLM base_url")
+    if not isinstance(pcfg.base_url, str):
+        raise ValueError(  # noqa: TRY004 - a config value, reported as the config's errors are
+            f"train.use_vllm sends the weights over NCCL to one server: give {role}_policy.base_url one URL, "
+            f"not {len(pcfg.base_url)} replicas"
+        )
     return {
         "vllm_mode": "server",
         "vllm_server_base_url": pcfg.base_url.removesuffix("/").removesuffix("/v1"),
