@@ -351,10 +351,12 @@ def cluster_notes(cfg: RunConfig, on_gpu: bool) -> list[str]:
     ]
     if t.sharding == "fsdp2" and c.trainer_nodes > 1 and on_gpu:
         notes.append("fsdp2 shards each job's states over all its ranks, across the trainer nodes")
-    sizes = {}
+    sizes, sent = {}, {}
     for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
         model = p.model if p.backend == "local" else p.train_model or p.model
-        sizes[role] = model_shape(model, embedded=not on_gpu).params * DTYPE_BYTES[t.param_dtype] / GIB
+        # published in the rollout policy's dtype when narrower (training.trainer.publish_state)
+        sent[role] = min(DTYPE_BYTES[t.param_dtype], DTYPE_BYTES[p.dtype])
+        sizes[role] = model_shape(model, embedded=not on_gpu).params * sent[role] / GIB
     each, total = " + ".join(f"{role} {gib:.1f}" for role, gib in sizes.items()), sum(sizes.values())
     transport = c.weight_transport(t.use_vllm)
     how = {
@@ -364,11 +366,13 @@ def cluster_notes(cfg: RunConfig, on_gpu: bool) -> list[str]:
         "(a shared filesystem)",
         "nccl": "TRL broadcasts them from each job's rank 0 into the vLLM servers over NCCL (untested)",
     }[transport]
-    notes.append(f"weights ({transport}), {t.param_dtype} states of {each} GiB: every step {how}")
+    dtypes = "/".join(sorted({"bf16" if b == 2 else "fp32" for b in sent.values()}))
+    notes.append(f"weights ({transport}), {dtypes} copies of {each} GiB: every step {how}")
     if on_gpu and t.sharding == "fsdp2":  # accelerate's FSDP2 get_state_dict gathers with cpu_offload
         notes.append(
             f"trainer node 0: each job's rank 0 gathers its full state into host memory to publish it "
-            f"({total:.1f} GiB for both jobs, not in the GPU totals)"
+            f"({total * DTYPE_BYTES[t.param_dtype] / max(sent.values()):.1f} GiB of {t.param_dtype} for both jobs, "
+            "not in the GPU totals)"
         )
     return notes
 

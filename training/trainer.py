@@ -206,14 +206,23 @@ def fingerprint(state: dict[str, Any]) -> float:
     return float(sum(t.detach().double().sum() for t in state.values() if torch.is_floating_point(t)))
 
 
-def publish_state(sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank) -> Path | None:
+def publish_state(
+    sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank, serve_dtype: Any = None
+) -> Path | None:
     """Rank 0 writes the full ``state`` (gathered by every rank before) as version ``step`` and returns its
-    directory; the other ranks write nothing, so one directory never has two writers."""
+    directory; the other ranks write nothing, so one directory never has two writers. Floating weights are
+    written in ``serve_dtype`` when that is narrower: the rollout policy would round them on loading anyway,
+    and half the bytes cross the network (fp32 master weights of an 8B model are 30.5 GiB, bf16 15.3)."""
     if not rank.main:
         return None
     # a gathered state dict holds a tied weight twice; the file, like save_pretrained's own, holds it once
     tied = getattr(model, "all_tied_weights_keys", None) or {}
     state = {k: v for k, v in state.items() if k not in tied}
+    if serve_dtype is not None:
+        state = {
+            k: v.to(serve_dtype) if v.is_floating_point() and v.element_size() > serve_dtype.itemsize else v
+            for k, v in state.items()
+        }
     return sync.publish_weights(
         role, step, lambda d: model.save_pretrained(d, state_dict=state, safe_serialization=True)
     )
@@ -370,7 +379,15 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
                     f"step {step}: the {role} trainer's ranks hold different weights: {prints}"
                 )
         where = (
-            publish_state(sync, role, step, acc.unwrap_model(trainer.model_wrapped), state, rank)
+            publish_state(
+                sync,
+                role,
+                step,
+                acc.unwrap_model(trainer.model_wrapped),
+                state,
+                rank,
+                getattr(torch, pcfg.dtype),
+            )
             if state
             else None
         )
