@@ -1,9 +1,10 @@
 """Two trainer nodes on localhost, as a cluster runs them: `sesa train` (node A's orchestrator with the solver's
 vLLM server) hosts the coordinator; `sesa trainers --node-rank 0|1` on nodes A and B start each role's torchrun
 agent with --nnodes 2 (one gloo rank per node and role), each node in a working folder of its own, sharing
-nothing but the network. A 2-step run commits both steps with the weights sent through the coordinator;
-killing node B stops the run with an error naming the lost trainer, and `--resume` (with both nodes started
-again) completes it. The final weights equal a one-rank job's on the same committed trajectories."""
+nothing but the network. Node B freezing (as a node that vanishes from the network) stops the run
+with an error naming its lost rank within cluster.node_timeout_s; `--resume` with both nodes started again
+commits both steps, with the weights and shards sent through the coordinator. Trained on real-token
+trajectories, the two-node jobs' weights equal a one-rank job's. The final weights equal a one-rank job's on the same committed trajectories."""
 
 import json
 import os
@@ -17,12 +18,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.training.trainer_harness import coordinator, finish, start_job, tiny_policy, weights
-from training.store import TrajectoryStore
+from sesa_graph.weights_wire import fetch_dir
+from tests.training.trainer_harness import (
+    commit_step,
+    coordinator,
+    finish,
+    make_run,
+    start_job,
+    tiny_policy,
+    weights,
+)
+from training.trainer_jobs import live_trainer_processes
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SESA = [sys.executable, "-m", "sesa_cli.main"]
+ROLES = ("solver", "proposer")
 
 
 def _free_port() -> int:
@@ -86,13 +97,12 @@ def _stop(*procs: subprocess.Popen) -> None:
             p.wait()
 
 
-def _kill_node(workdir: Path, agent: subprocess.Popen) -> None:
-    """Node B dies: `sesa trainers` and both trainer jobs it started (launcher agents and ranks)."""
-    jobs = json.loads((workdir / "sync" / "trainer_pids.json").read_text())
-    os.killpg(agent.pid, signal.SIGKILL)
-    for pid in jobs.values():
+def _signal_node(workdir: Path, agent: subprocess.Popen, sig: int) -> None:
+    """Signal every process of node B: `sesa trainers`, its launcher agents and their ranks (which torch's
+    agent starts in sessions of their own, out of reach of the agent's process group)."""
+    for pid in [agent.pid, *live_trainer_processes(workdir.resolve())]:
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
 
@@ -112,7 +122,7 @@ def _wait(cond, timeout: float, what: str, *procs: subprocess.Popen) -> None:
         time.sleep(0.5)
 
 
-def test_two_nodes_commit_survive_a_lost_node_and_match_one_node(tmp_path):
+def test_two_nodes_survive_a_lost_node_commit_and_match_one_node(tmp_path):
     model = tiny_policy(tmp_path / "policy")
     a, b = tmp_path / "nodeA", tmp_path / "nodeB"
     a.mkdir(), b.mkdir()
@@ -126,23 +136,32 @@ def test_two_nodes_commit_survive_a_lost_node_and_match_one_node(tmp_path):
         node = ["trainers", "--coordinator", addr, "--workdir", "trainers", "--node-rank"]
         return _start([*node, "0"], a, a / "node0.log"), _start([*node, "1"], b, b / "node1.log")
 
-    # attempt 1: node B is killed once step 0 is committed
+    # attempt 1: node B freezes -- it vanishes without closing a connection, the case only heartbeats can see
     t0 = time.monotonic()
     orch = _start(["train", "-c", str(cfg), "--runs-dir", "runs"], a, a / "train.log")
     node0, node1 = nodes()
     try:
-        _wait(lambda: 0 in _committed(run), 600, "step 0 committed", orch, node0, node1)
-        first_step_s = time.monotonic() - t0
-        _kill_node(b / "trainers", node1)
-        rc = orch.wait(120)
-        node0.wait(60)
+        # both jobs' ranks met and published step 0 (the vLLM server takes longer to start): from here no
+        # update can finish without node B
+        logs = [a / "trainers" / "logs" / f"{r}-trainer.log" for r in ("solver", "proposer")]
+        published = lambda: all(f.exists() and "step 0 published" in f.read_text() for f in logs)
+        _wait(published, 600, "both trainers' step 0 weights", orch, node0, node1)
+        _signal_node(b / "trainers", node1, signal.SIGSTOP)
+        frozen = time.monotonic()
+        rc = orch.wait(300)
+        stopped_s = time.monotonic() - frozen
+        node0.wait(120)
     finally:
+        _signal_node(b / "trainers", node1, signal.SIGKILL)
         _stop(orch, node0, node1)
     out = (a / "train.log").read_text()
-    print(f"attempt 1: step 0 committed after {first_step_s:.0f}s; node B killed; sesa train exited {rc}")
-    print("\n".join(line for line in out.splitlines() if "trainer" in line or "resume" in line)[-1500:])
+    print(
+        f"attempt 1: node B frozen {frozen - t0:.0f}s after the start; sesa train exited {rc} {stopped_s:.0f}s later"
+    )
+    print("\n".join(line for line in out.splitlines() if "error" in line or "resume" in line)[-1500:])
     assert rc != 0 and "sesa train --resume" in out, out[-3000:]
-    assert "trainer" in out and ("rank 1" in out or "heartbeat" in out or "Connection" in out), out[-3000:]
+    assert "rank 1" in out and "heartbeat" in out, out[-3000:]
+    assert _committed(run) in ([], [0])
 
     # attempt 2: both nodes again, the orchestrator resumed
     t1 = time.monotonic()
@@ -161,29 +180,61 @@ def test_two_nodes_commit_survive_a_lost_node_and_match_one_node(tmp_path):
     assert summary["network_bytes"]["weights/solver"] > 0 and summary["network_bytes"]["shard/solver"] > 0
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["policy_versions"] for m in metrics if m.get("step") == 1][-1] == {"proposer": 1, "solver": 1}
-    assert not (b / "trainers" / "policies").exists() or True  # node B's rank writes no policy of its own
     assert not list((b / "trainers").glob("trajectories*"))  # nothing of the run's record on node B
 
-    # the same committed trajectories through one rank on one node give the same weights
-    for role in ("solver", "proposer"):
-        one = tmp_path / f"one-{role}"
-        one.mkdir()
-        c = yaml.safe_load(cfg.read_text())
-        c["train"]["trainer_ranks"] = {"solver": 1, "proposer": 1}
-        c["train"]["trainer_launcher"] = []
-        c["cluster"] = {}
-        (one / "config.yaml").write_text(yaml.safe_dump(c))
-        coord = coordinator(one)
-        store = TrajectoryStore(run)
-        for step in (0, 1):
-            coord.commit(step, {role: store.path(step, role).read_bytes()}, {"step": step})
-        job = start_job(one, role, coord)
-        finish(job, one, role)
-        coord.close()
-        two_nodes, one_node = weights(run / "policies" / role), weights(one / "policies" / role)
-        diff = max((two_nodes[k] - one_node[k]).abs().max().item() for k in one_node)
-        moved = max((one_node[k] - weights(model)[k]).abs().max().item() for k in one_node)
+
+def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
+    """Both roles' jobs over two nodes (`sesa trainers` on each, one gloo rank a node) train 2 steps of real-token
+    trajectories with varied rewards, fed through a coordinator as `sesa train` feeds them; the final weights,
+    sent back through it, equal a one-rank job's on the same shards. SGD makes the update the gradient itself;
+    fp32 compute (bf16's rounding depends on each rank's shapes)."""
+    model = tiny_policy(tmp_path / "policy")
+    sgd = {"optim": "sgd", "learning_rate": 0.1, "compute_dtype": "float32", "steps": 2}
+    port = _free_port()
+    two = make_run(
+        tmp_path,
+        "two",
+        model,
+        **sgd,
+        trainer_launcher=["torchrun"],
+        trainer_ranks={"solver": 2, "proposer": 2},
+        rendezvous_ports={"solver": _free_port(), "proposer": _free_port()},
+    )
+    c = yaml.safe_load((two / "config.yaml").read_text())
+    c["cluster"] = {"trainers": "external", "trainer_nodes": 2, "coordinator_port": port, "weights": "store"}
+    (two / "config.yaml").write_text(yaml.safe_dump(c))
+    coord = coordinator(two)
+    for step in (0, 1):
+        for role in ROLES:
+            commit_step(two, step, role, model, coord, seed=step)
+    a, b = tmp_path / "nodeA", tmp_path / "nodeB"
+    a.mkdir(), b.mkdir()
+    node = ["trainers", "--coordinator", f"127.0.0.1:{port}", "--workdir", "trainers", "--node-rank"]
+    nodes = [_start([*node, "0"], a, a / "node0.log"), _start([*node, "1"], b, b / "node1.log")]
+    ones, jobs = {}, {}
+    try:
+        for role in ROLES:  # the one-rank jobs run meanwhile
+            ones[role] = make_run(tmp_path, f"one-{role}", model, **sgd, trainer_launcher=[])
+            one_coord = coordinator(ones[role])
+            for step in (0, 1):
+                commit_step(ones[role], step, role, model, one_coord, seed=step)
+            jobs[role] = (start_job(ones[role], role, one_coord), one_coord)
+        _wait(lambda: all(coord.done(r) for r in ROLES), 600, "both two-node jobs done", *nodes)
+        for role in ROLES:
+            finish(jobs[role][0], ones[role], role)
+        assert [p.wait(120) for p in nodes] == [0, 0]
+    finally:
+        _stop(*nodes, *(job for job, _ in jobs.values()))
+        for _, one_coord in jobs.values():
+            one_coord.close()
+    start = weights(model)
+    for role in ROLES:
+        got = tmp_path / "final" / role
+        fetch_dir(coord.store, coord.done(role)["policy"]["prefix"], got)
+        two_nodes, one_rank = weights(got), weights(ones[role] / "policies" / role)
+        diff = max((two_nodes[k] - one_rank[k]).abs().max().item() for k in one_rank)
+        moved = max((one_rank[k] - start[k]).abs().max().item() for k in one_rank)
         print(
-            f"{role}: 2 nodes x 1 rank vs 1 rank on the same trajectories: max |dw| {diff:.3g} (update {moved:.3g})"
+            f"{role}: 2 nodes x 1 rank vs 1 rank, 2 SGD steps: max |dw| {diff:.3g} (the update: {moved:.3g})"
         )
-        assert moved > 0 and diff <= 1e-5, (role, diff)
+        assert moved > 1e-3 and diff <= 1e-5, (role, moved, diff)
