@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sesa_graph.cluster_config import ClusterConfig
+from sesa_graph.weights_wire import drop
 from tools.errors import ServiceError, UserError
 from training.sync import PeerDiedError
 
@@ -211,6 +212,9 @@ class Coordinator:
         for role in ROLES:
             for s in range(max(0, step - 64), step):  # a checkpoint is at most save_every steps behind
                 if (role, s) not in self.served and self.store.check([f"ready/{role}/{s}"]):
+                    sent = json.loads(self.store.get(f"ready/{role}/{s}"))["weights"]
+                    if sent.get("kind") == "store":  # a replayed step's weights were served long ago
+                        drop(self.store, sent["prefix"])
                     metrics, shard = replay(role, s)
                     self._forget(role, s - 1)
                     self.store.set(f"shard/{s}/{role}", shard)

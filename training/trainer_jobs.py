@@ -1,11 +1,12 @@
-"""The two trainer jobs as ``sesa train`` starts them: one launcher job per role (torchrun or ``accelerate
-launch``; a plain process when one rank needs no launcher), each with its rank count and its own rendezvous
-port on 127.0.0.1, stopped on every exit.
+"""The two trainer jobs: one launcher job per role (torchrun or ``accelerate launch``; a plain process when one
+rank needs no launcher), each with this node's share of its ranks and its own rendezvous port, pointed at the
+orchestrator's coordinator, stopped on every exit. ``sesa train`` starts them on its own machine
+(``cluster.trainers: local``, 127.0.0.1); ``sesa trainers`` starts one node's share elsewhere (``Node``).
 
-Each job learns who started it from ``SESA_ORCHESTRATOR_PID``/``_START`` (the pid and its kernel start time,
-so a reused pid is not taken for the orchestrator): its ranks stop by themselves within about a second of
-``sesa train`` dying, whatever the launcher (``training.ranks``).
-"""
+Jobs that ``sesa train`` starts learn who started it from ``SESA_ORCHESTRATOR_PID``/``_START`` (the pid and its
+kernel start time, so a reused pid is not taken for the orchestrator): their ranks stop by themselves within
+about a second of ``sesa train`` dying, whatever the launcher (``training.ranks``). Every job also gets SIGTERM
+when the process that started it dies, and its rank 0 watches the orchestrator's heartbeat."""
 
 from __future__ import annotations
 

@@ -26,7 +26,6 @@ config describes.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
 import os
 import signal
@@ -45,6 +44,7 @@ from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.openai_client import OpenAIPolicy
 from sesa_graph.policy.vllm_auth import TOKEN_ENV
 from sesa_graph.policy.weight_check import WeightSyncError, check_reload_results, check_weights_dir
+from sesa_graph.process import die_with_parent
 from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class VLLMServer:
                 stderr=subprocess.STDOUT,
                 env=self.env(),
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
             )
         _RUNNING.add(self)
         if wait:
@@ -324,15 +324,6 @@ def _post(http: Any, path: str, **kw: Any) -> Any:
         return r.json()
     except ValueError:
         return {}
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the process that started it dies (even by SIGKILL), so a killed
-    `sesa train` never leaves a server holding memory and a port."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def owned_processes(owner: str) -> list[int]:

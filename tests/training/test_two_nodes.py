@@ -161,6 +161,7 @@ def test_two_nodes_survive_a_lost_node_commit_and_match_one_node(tmp_path):
     print("\n".join(line for line in out.splitlines() if "error" in line or "resume" in line)[-1500:])
     assert rc != 0 and "sesa train --resume" in out, out[-3000:]
     assert "rank 1" in out and "heartbeat" in out, out[-3000:]
+    print(f"attempt 1 committed steps {_committed(run)}")
     assert _committed(run) in ([], [0])
 
     # attempt 2: both nodes again, the orchestrator resumed
