@@ -56,6 +56,9 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
     t = cfg.train
     ranks, port = t.ranks(role), t.rendezvous_ports[role]
     per_node = ranks // node.count
+    # the rendezvous waits this long for the other nodes (torch's own default: 600 s); a node that never comes
+    # then fails the job, which `sesa trainers` reports to the orchestrator
+    wait = [f"timeout={int(t.join_timeout_s)}"] if node.count > 1 else []
     if not t.trainer_launcher:
         return [sys.executable]
     name = Path(t.trainer_launcher[0]).name
@@ -73,6 +76,7 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
             node.main_address,
             "--master-port",
             str(port),
+            *(["--rdzv-conf", *wait] if wait else []),
             *rest,
         ]
     # accelerate launch: --multi_gpu is its torch.distributed launcher (which also runs CPU ranks); the
@@ -97,6 +101,7 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
         "bf16" if bf16 else "no",
         "--dynamo_backend",
         "no",
+        *(["--rdzv_conf", *wait] if wait else []),
         *extra,
     ]
 

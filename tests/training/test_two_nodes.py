@@ -97,6 +97,24 @@ def _stop(*procs: subprocess.Popen) -> None:
             p.wait()
 
 
+def _two_node_run(tmp: Path, name: str, model: Path, port: int, **train) -> Path:
+    """A trainer-only run (tests/training/trainer_harness.py) whose jobs span two nodes, one torchrun rank a
+    node and role, their weights sent through the coordinator on ``port``."""
+    run = make_run(
+        tmp,
+        name,
+        model,
+        trainer_launcher=["torchrun"],
+        trainer_ranks={"solver": 2, "proposer": 2},
+        rendezvous_ports={"solver": _free_port(), "proposer": _free_port()},
+        **train,
+    )
+    c = yaml.safe_load((run / "config.yaml").read_text())
+    c["cluster"] = {"trainers": "external", "trainer_nodes": 2, "coordinator_port": port, "weights": "store"}
+    (run / "config.yaml").write_text(yaml.safe_dump(c))
+    return run
+
+
 def _signal_node(workdir: Path, agent: subprocess.Popen, sig: int) -> None:
     """Signal every process of node B: `sesa trainers`, its launcher agents and their ranks (which torch's
     agent starts in sessions of their own, out of reach of the agent's process group)."""
@@ -192,18 +210,7 @@ def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
     model = tiny_policy(tmp_path / "policy")
     sgd = {"optim": "sgd", "learning_rate": 0.1, "compute_dtype": "float32", "steps": 2}
     port = _free_port()
-    two = make_run(
-        tmp_path,
-        "two",
-        model,
-        **sgd,
-        trainer_launcher=["torchrun"],
-        trainer_ranks={"solver": 2, "proposer": 2},
-        rendezvous_ports={"solver": _free_port(), "proposer": _free_port()},
-    )
-    c = yaml.safe_load((two / "config.yaml").read_text())
-    c["cluster"] = {"trainers": "external", "trainer_nodes": 2, "coordinator_port": port, "weights": "store"}
-    (two / "config.yaml").write_text(yaml.safe_dump(c))
+    two = _two_node_run(tmp_path, "two", model, port, **sgd)
     coord = coordinator(two)
     for step in (0, 1):
         for role in ROLES:
@@ -239,3 +246,26 @@ def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
             f"{role}: 2 nodes x 1 rank vs 1 rank, 2 SGD steps: max |dw| {diff:.3g} (the update: {moved:.3g})"
         )
         assert moved > 1e-3 and diff <= 1e-5, (role, moved, diff)
+
+
+def test_a_trainer_node_that_never_joins_stops_the_run_with_its_error(tmp_path):
+    """Node 1 is never started: node 0's launchers give up after train.join_timeout_s, and `sesa trainers`
+    puts each job's failure where the orchestrator looks, so the run stops naming it instead of waiting
+    train.wait_timeout_s (an hour by default)."""
+    model = tiny_policy(tmp_path / "policy")
+    port = _free_port()
+    run = _two_node_run(tmp_path, "lonely", model, port, join_timeout_s=10)
+    coord = coordinator(run)
+    node = ["trainers", "--coordinator", f"127.0.0.1:{port}", "--workdir", "trainers", "--node-rank", "0"]
+    agent = _start(node, tmp_path, tmp_path / "node0.log")
+    t0 = time.monotonic()
+    try:
+        rc = agent.wait(180)
+        trouble = coord.trainer_trouble()
+    finally:
+        _stop(agent)
+        coord.close()
+    print(f"node 0 gave up after {time.monotonic() - t0:.0f}s: {str(trouble).splitlines()[0]}")
+    assert rc == 1 and trouble is not None and "trainer node 0" in trouble, (
+        tmp_path / "node0.log"
+    ).read_text()
