@@ -47,9 +47,7 @@ def test_the_example_puts_the_servers_on_the_orchestrator_and_the_trainers_on_no
     replica, judge = mp.gpus[0].processes[0], mp.gpus[6].processes[0]  # a whole 8B; half the 32B (TP 2)
     assert replica.parts["weights"] == pytest.approx(SHAPES["Qwen/Qwen3-8B"].params * 2 / GIB)
     assert judge.parts["weights"] == pytest.approx(SHAPES["Qwen/Qwen2.5-32B-Instruct"].params * 2 / 2 / GIB)
-    assert any(
-        n.startswith("weights (store), bf16 copies of solver 15.3 + proposer 15.3") for n in mp.notes
-    )
+    assert any(n.startswith("weights (store), bf16 copies of solver 15.3 + proposer 15.3") for n in mp.notes)
     assert not any("vLLM would not use them" in n for n in mp.notes)
 
 
