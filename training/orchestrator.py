@@ -29,7 +29,7 @@ from sesa_graph.policy.factory import make_judge, needed_models, role_client, st
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.trajectory import Trajectory
-from sesa_graph.weights_wire import drop, fetch_dir
+from sesa_graph.weights_wire import drop, fetch_dir, put_dir
 from tools.backends import make_backend
 from training.coordinator import Coordinator
 from training.metrics_log import append_record
@@ -164,24 +164,42 @@ class Orchestrator:
         """Load each trainer's published weights (``ready``: the roles' ready messages) into its rollout
         policy; with vLLM the server is checked to serve the published version (and its embedding) before
         any rollout of the step starts. Weights sent through the coordinator land in this node's run
-        directory first."""
+        directory first; servers on other nodes (``fetches_weights``) fetch them from the coordinator
+        themselves."""
         seconds: dict[str, float] = {}
         for role, policy in (("proposer", self.proposer_policy), ("solver", self.solver_policy)):
             w, v = ready[role]["weights"], ready[role]["step"]
             t0 = time.perf_counter()
             path = Path(w["path"]) if w["kind"] == "file" else self.sync.weights_dir(role)
+            new = v != self.versions[role]  # version 0 is the weights the servers started with
             if w["kind"] == "store":
                 sent = self.coord.bytes_sent
                 sent[f"weights/{role}"] = sent.get(f"weights/{role}", 0) + w["bytes"]
-                if v != self.versions[role]:  # version 0 is the weights the servers started with
+                if new:
                     fetch_dir(self.coord.store, w["prefix"], path)
-                drop(self.coord.store, w["prefix"])
-            if w["kind"] != "nccl" and v != self.versions[role] and hasattr(policy, "reload"):
-                policy.reload(path)  # a vLLM server must then report version v
-            if v != self.versions[role]:
+            try:
+                if w["kind"] != "nccl" and new and hasattr(policy, "reload"):
+                    if getattr(policy, "fetches_weights", False):
+                        policy.reload(path, fetch=self._relay(role, v, w))
+                    else:
+                        policy.reload(path)  # a vLLM server must then report version v
+            finally:
+                if w["kind"] == "store":
+                    drop(self.coord.store, w["prefix"])
+            if new:
                 self.versions[role] = v
                 seconds[role] = round(time.perf_counter() - t0, 3)
         return seconds
+
+    def _relay(self, role: str, version: int, w: dict[str, Any]) -> dict[str, Any]:
+        """Where a server on another node fetches version ``version``: the trainer's prefix in the coordinator,
+        or (weights read from a shared file) a copy this process puts there, dropped with the next step's."""
+        prefix = w.get("prefix")
+        if prefix is None:
+            prefix = f"relay/{role}"
+            drop(self.coord.store, prefix)
+            put_dir(self.coord.store, prefix, Path(w["path"]), version)
+        return {"host": self.coord.host, "port": self.coord.port, "prefix": prefix}
 
     def replay(self, role: str, step: int) -> tuple[dict[str, Any], bytes]:
         """A committed step's metrics and ``role`` shard, for a trainer resumed from an older checkpoint."""
