@@ -176,6 +176,8 @@ def test_torchrun_on_the_second_of_two_nodes():
             "torchrun",
             *("--nnodes", "2", "--node-rank", "1", "--nproc-per-node", str(per_node)),
             *("--master-addr", "10.0.0.1", "--master-port", str(port)),
+            # the other node gets train.join_timeout_s to join, not torch's 600 s
+            *("--rdzv-conf", f"timeout={int(cfg.train.join_timeout_s)}"),
         ]
 
 
@@ -191,3 +193,4 @@ def test_accelerate_on_the_second_of_two_nodes():
     assert flag("--num_processes") == "4" and flag("--num_machines") == "2"
     assert flag("--machine_rank") == "1" and flag("--main_process_ip") == "10.0.0.1"
     assert flag("--main_process_port") == str(cfg.train.rendezvous_ports["proposer"])
+    assert flag("--rdzv_conf") == f"timeout={int(cfg.train.join_timeout_s)}"
