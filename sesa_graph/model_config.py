@@ -84,6 +84,15 @@ class PolicyConfig(Strict):
         "the same model that someone else runs (each request goes to the one with the fewest requests in "
         "flight; max_concurrency applies to each).",
     )
+    reload: bool = Field(
+        False,
+        description="For backend 'openai': the servers at base_url are vLLM servers started with "
+        "`sesa policy serve` (the project's worker extension and, off loopback, --allow-remote with a token, "
+        "which api_key_env names here too); after each step the orchestrator reloads them in place and checks "
+        "them like servers it started, each server fetching the new weights from the coordinator itself "
+        "(cluster.coordinator_port must be reachable from its node), so they need no shared filesystem. Off: "
+        "base_url is a fixed endpoint, never reloaded.",
+    )
     api_key_env: str | None = Field(
         None,
         description="Name of the environment variable holding the key. Backend 'openai': the endpoint's API "
@@ -246,6 +255,8 @@ class PolicyConfig(Strict):
     def _endpoint(self) -> PolicyConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.reload:
+            self._check_reload()
         if isinstance(self.base_url, list) and len(set(self.base_url)) != len(self.base_url):
             raise ValueError(f"base_url lists a replica twice: {self.base_url}")
         if self.replicas > 1 and self.backend != "vllm":
@@ -265,6 +276,21 @@ class PolicyConfig(Strict):
         if self.backend == "vllm":
             self._check_bind()
         return self
+
+    def _check_reload(self) -> None:
+        if self.backend != "openai":
+            why = "reloads its own servers already" if self.backend == "vllm" else "has no server"
+            raise ValueError(
+                f"reload: true is for backend 'openai' (servers someone else started); backend "
+                f"'{self.backend}' {why}"
+            )
+        urls = [self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])
+        bad = [u for u in urls if not u.rstrip("/").endswith("/v1")]
+        if bad:
+            raise ValueError(
+                f"reload: true needs each base_url to be a vLLM server's OpenAI root ending in /v1 (e.g. "
+                f"http://10.0.0.3:8000/v1); got {', '.join(bad)}"
+            )
 
     def _check_bind(self) -> None:
         from sesa_graph.cluster_config import is_loopback  # that module builds on this one

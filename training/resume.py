@@ -89,6 +89,7 @@ SAFE_ENDPOINT_FIELDS = {
     "replicas",
     "max_concurrency",
     "allow_remote",
+    "reload",
 }
 WHY = {
     "memory.mode": "the bank of the committed steps was built with it",

@@ -215,13 +215,16 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
         key = api_key(cfg.api_key_env, "policy")
         for url in urls:
             probe_endpoint(url, CallLimits.of(cfg), what="policy endpoint", key=key)
-        return OpenAIPolicy(
-            urls,
-            cfg.model,
-            tokenizer=tokenizer or cfg.train_model,
-            api_key=key,
-            **_limit_kwargs(cfg),
+        # reload: vLLM servers (on other nodes, maybe) that the orchestrator reloads in place after each step
+        from sesa_graph.policy.vllm_reload import RemoteVLLMPolicy
+
+        kind = RemoteVLLMPolicy if cfg.reload else OpenAIPolicy
+        client = kind(
+            urls, cfg.model, tokenizer=tokenizer or cfg.train_model, api_key=key, **_limit_kwargs(cfg)
         )
+        if isinstance(client, RemoteVLLMPolicy):
+            client.check_servers()
+        return client
     from sesa_graph.policy.local import LocalPolicy
 
     return LocalPolicy(

@@ -15,7 +15,8 @@ Weights move as files: a trainer publishes safetensors (``training.sync``), and 
 pauses the server (requests in flight finish on the old weights), reloads in place, refreshes a tied LM
 head, resets the prefix cache (cached key/values were computed by the old weights), resumes, and checks
 that the server now serves the published version with the published embedding
-(:mod:`sesa_graph.policy.weight_check`, right for tensor-parallel servers too).
+(:mod:`sesa_graph.policy.vllm_reload`, which also reloads servers on other nodes that this process did not
+start; :mod:`sesa_graph.policy.weight_check`, right for tensor-parallel servers too).
 
 A role may have several servers (replicas): :class:`ServedPolicy` spreads requests over them, reloads each
 and names the one that died. A replica that dies stops the run (a resume starts them all again): a role
@@ -35,7 +36,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,8 @@ from typing import Any
 from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.openai_client import OpenAIPolicy
 from sesa_graph.policy.vllm_auth import TOKEN_ENV
-from sesa_graph.policy.weight_check import WeightSyncError, check_reload_results, check_weights_dir
+from sesa_graph.policy.vllm_reload import auth_headers, reload_each, reload_server, replica_label
+from sesa_graph.policy.weight_check import WeightSyncError  # noqa: F401 - callers catch it from here
 from sesa_graph.process import die_with_parent
 from tools.errors import ServiceError
 
@@ -146,7 +147,7 @@ class VLLMServer:
 
     def headers(self) -> dict[str, str]:
         """What every request but /health must carry."""
-        return {"Authorization": f"Bearer {self.spec.token}"} if self.spec.token else {}
+        return auth_headers(self.spec.token)
 
     def env(self) -> dict[str, str]:
         s = self.spec
@@ -278,52 +279,10 @@ class VLLMServer:
         timeout_s: float = 300.0,
         expected: dict[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Serve the weights in ``weights_dir`` (a ``save_pretrained`` safetensors directory) from now on.
-
-        A directory that is incomplete is refused before the server is touched. After the reload the server
-        must report ``version`` (the directory's ``VERSION`` file) and the directory's embedding checksum
-        (``expected``: :func:`check_weights_dir`'s, when already computed), else :class:`WeightSyncError`.
-        """
-        import httpx
-
-        weights_dir = Path(weights_dir).resolve()
-        if expected is None:
-            expected = check_weights_dir(weights_dir)
-        if version is None:
-            version = _read_version(weights_dir)
-        t0 = time.perf_counter()
-        with httpx.Client(base_url=self.root_url, timeout=timeout_s, headers=self.headers()) as http:
-            _post(http, "/pause", params={"mode": "wait"})
-            try:
-                out = _post(
-                    http,
-                    "/collective_rpc",
-                    json={"method": "sesa_reload", "kwargs": {"weights_path": str(weights_dir)}},
-                )
-                _post(http, "/reset_prefix_cache")
-            finally:
-                _post(http, "/resume")
-        checked = check_reload_results(
-            out.get("results") or [], expected, version, self.root_url, weights_dir
+        """Serve the weights in ``weights_dir`` from now on: :func:`reload_server` on this server."""
+        return reload_server(
+            self.root_url, self.spec.token, weights_dir, version, expected, timeout_s=timeout_s
         )
-        info = {"version": version, "seconds": round(time.perf_counter() - t0, 3), **checked}
-        log.info("%s now serves %s version %s (%.2fs)", self.root_url, weights_dir, version, info["seconds"])
-        return info
-
-
-def _read_version(weights_dir: Path) -> int | None:
-    f = weights_dir / "VERSION"
-    return int(f.read_text().strip()) if f.exists() else None
-
-
-def _post(http: Any, path: str, **kw: Any) -> Any:
-    r = http.post(path, **kw)
-    if r.status_code != 200:
-        raise WeightSyncError(f"POST {http.base_url}{path} -> HTTP {r.status_code}: {r.text[:300]}")
-    try:
-        return r.json()
-    except ValueError:
-        return {}
 
 
 def owned_processes(owner: str) -> list[int]:
@@ -372,37 +331,13 @@ class ServedPolicy(OpenAIPolicy):
 
     def replica(self, i: int) -> str:
         """How an error names replica ``i``."""
-        n = len(self.servers)
-        return f"replica {i + 1} of {n} ({self.servers[i].root_url})" if n > 1 else self.servers[i].root_url
+        return replica_label([s.root_url for s in self.servers], i)
 
     def reload(self, weights_dir: str | Path, version: int | None = None) -> dict[str, Any]:
         """Reload every replica (side by side) and check each; a replica that fails is named, and the role
         then serves mixed weights, so the caller must stop."""
-        if len(self.servers) == 1:
-            return self.server.reload(weights_dir, version)
-        weights_dir = Path(weights_dir).resolve()
-        expected = check_weights_dir(weights_dir)  # read once, not once per replica
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(len(self.servers)) as pool:
-            futures = [pool.submit(s.reload, weights_dir, version, expected=expected) for s in self.servers]
-        infos, failed = [], []
-        for i, fut in enumerate(futures):
-            try:
-                infos.append(fut.result())
-            except Exception as exc:  # noqa: BLE001 - each replica's failure is reported, none hidden
-                failed.append(f"{self.replica(i)}: {exc}")
-        if failed:
-            ok = len(self.servers) - len(failed)
-            mixed = f"{ok} did, so the role now serves mixed weights" if ok else "none did"
-            raise WeightSyncError(
-                f"{len(failed)} of {len(self.servers)} replicas of {self.name} did not take {weights_dir} "
-                f"({mixed}):\n" + "\n".join(failed)
-            )
-        return {
-            "version": infos[0]["version"],
-            "seconds": round(time.perf_counter() - t0, 3),
-            "replicas": [info["seconds"] for info in infos],
-        }
+        labels = [self.replica(i) for i in range(len(self.servers))]
+        return reload_each(self.name, labels, [s.reload for s in self.servers], weights_dir, version)
 
     def dead(self) -> str | None:
         """A message naming the first replica whose server has exited, with its log's tail (None while all

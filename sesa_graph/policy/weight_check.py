@@ -91,6 +91,12 @@ def check_reload_results(
             f"{where}: the workers returned {results!r} from sesa_reload; is the server started with "
             "--worker-extension-cls sesa_graph.policy.vllm_worker.WeightReloadExtension?"
         )
+    errors = [r["error"] for r in results if r.get("error")]
+    if errors:  # a worker could not fetch the weights; it loaded nothing
+        raise WeightSyncError(
+            f"{where}: {len(errors)} of {len(results)} workers did not reload {weights_dir}: "
+            f"{'; '.join(dict.fromkeys(errors))}"
+        )
     copies: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
         served = r.get("version")
