@@ -92,7 +92,8 @@ def policy_serve(
         if v is not None
     }
     try:  # validated, unlike model_copy
-        pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm"})
+        # the config's solver_policy may point at remote servers (backend openai, reload); this one is started
+        pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm", "reload": False})
     except ValueError as exc:
         reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in getattr(exc, "errors", list)())
         raise UserError(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
+from sesa_graph.cluster_config import is_loopback
 from sesa_graph.model_config import Strict
 from sesa_graph.precision import check_param_dtype
 
@@ -273,6 +274,16 @@ class TrainConfig(Strict):
         return len([g for g in gpus.split(",") if g.strip()]) if gpus else 1
 
 
+def _urls(base_url: str | list[str] | None) -> list[str]:
+    return [base_url] if isinstance(base_url, str) else list(base_url or [])
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
+
+
 def check_train_layout(cfg: RunConfig) -> None:
     """What the training section can only check with the rest of the config: ranks against the batch, the
     launcher and the GPUs, rendezvous ports against the servers' ports."""
@@ -311,6 +322,21 @@ def check_train_layout(cfg: RunConfig) -> None:
                     f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
                     f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
                 )
+    remote = [
+        f"{name}.base_url"
+        for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
+        if p.reload
+    ]
+    if remote and (
+        cfg.cluster.coordinator_host in ("0.0.0.0", "::") or is_loopback(cfg.cluster.coordinator_host)
+    ):
+        urls = [u for p in (cfg.solver_policy, cfg.proposer_policy) if p.reload for u in _urls(p.base_url)]
+        if cfg.cluster.coordinator_host in ("0.0.0.0", "::") or any(not is_loopback(_host(u)) for u in urls):
+            raise ValueError(
+                f"{', '.join(remote)} are reloaded servers that fetch each step's weights from the coordinator, "
+                f"which they cannot reach at cluster.coordinator_host {cfg.cluster.coordinator_host!r}: give this "
+                "node's private address (with cluster.allow_remote: true)"
+            )
     weights = cfg.cluster.weights
     if weights == "nccl" and not t.use_vllm:
         raise ValueError(

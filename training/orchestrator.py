@@ -130,7 +130,10 @@ class Orchestrator:
         self.memory = opener(bank_dir, cfg.memory, distiller=distiller)
         self.pool = load_pool(cfg.train.target_pool, cfg.train.max_hops, cfg.seed)
         self.reuse = ReusePool(self.run_dir / "reuse_pool.json")
-        self.versions = {"proposer": 0, "solver": 0}
+        # servers this run did not start may hold anything (another run's weights, a step past the checkpoint
+        # being resumed): they are reloaded at the first step whatever its version
+        policies = {"proposer": self.proposer_policy, "solver": self.solver_policy}
+        self.versions = {r: -1 if getattr(p, "fetches_weights", False) else 0 for r, p in policies.items()}
         self.ctx = SelfPlayContext(
             proposer=propose_context(
                 cfg,

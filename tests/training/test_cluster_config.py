@@ -194,3 +194,13 @@ def test_accelerate_on_the_second_of_two_nodes():
     assert flag("--machine_rank") == "1" and flag("--main_process_ip") == "10.0.0.1"
     assert flag("--main_process_port") == str(cfg.train.rendezvous_ports["proposer"])
     assert flag("--rdzv_conf") == f"timeout={int(cfg.train.join_timeout_s)}"
+
+
+def test_reloaded_servers_on_other_nodes_need_a_coordinator_they_can_reach():
+    remote = {"backend": "openai", "base_url": ["http://10.0.0.3:8000/v1"], "reload": True}
+    with pytest.raises(ConfigError, match=r"solver_policy.base_url.*cluster.coordinator_host '127.0.0.1'"):
+        load_config(None, {"solver_policy": remote})
+    ok = {"cluster.coordinator_host": "10.0.0.1", "cluster.allow_remote": True}
+    assert load_config(None, {"solver_policy": remote, **ok}).solver_policy.reload
+    # servers on this node reach a loopback coordinator
+    load_config(None, {"solver_policy": {**remote, "base_url": ["http://127.0.0.1:8000/v1"]}})
