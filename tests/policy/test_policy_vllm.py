@@ -194,6 +194,60 @@ def test_without_the_token_only_health_answers_and_the_reload_routes_refuse(serv
     assert _greedy(served, prompt, n=4).token_ids
 
 
+def test_a_server_on_another_node_reloads_weights_it_fetched_from_the_coordinator(
+    served, tmp_path, embedded_dir
+):
+    """The server knows nothing of the orchestrator's disk: it gets the coordinator's address and a prefix,
+    fetches the files itself, and must then report the version and embedding checksum of the orchestrator's
+    own copy of them."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    from sesa_graph.model_config import PolicyConfig
+    from sesa_graph.policy.factory import make_policy
+    from sesa_graph.policy.vllm_server import free_port
+    from sesa_graph.policy.vllm_worker import _slot, cache_root
+    from sesa_graph.policy.weight_check import WeightSyncError
+    from sesa_graph.weights_wire import fetch_dir, put_dir
+
+    # the module's server, addressed as a remote one: by URL and token only, never by a path on its disk
+    server, embedded = served.server, embedded_dir
+    store = TCPStore(
+        "127.0.0.1",
+        free_port(),
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    try:
+        os.environ[TOKEN_VAR] = served.token
+        try:
+            cfg = PolicyConfig(backend="openai", base_url=server.base_url, reload=True, api_key_env=TOKEN_VAR)
+            policy = make_policy(cfg)
+        finally:
+            os.environ.pop(TOKEN_VAR)
+        prompt = _long_prompt(policy)
+        before = _greedy(policy, prompt)
+        # a trainer publishes through the coordinator; the orchestrator fetches its own copy first
+        put_dir(store, "weights/solver/1", _perturbed_copy(embedded, tmp_path / "w1", seed=5, version=1), 1)
+        local = tmp_path / "orchestrator" / "solver"
+        fetch_dir(store, "weights/solver/1", local)
+        fetch = {"host": "127.0.0.1", "port": store.port, "prefix": "weights/solver/1"}
+        info = policy.reload(local, fetch=fetch)
+        assert info["version"] == 1 and info["workers"] == 1
+        after = _greedy(policy, prompt)
+        assert after.token_ids != before.token_ids
+        assert _transformers_logprobs(local, prompt, after.token_ids)[1] == after.token_ids
+        assert not _slot({**fetch, "slot": server.root_url}, cache_root())[0].exists()  # no copy kept
+        # a prefix the coordinator does not hold: refused, named, and the server goes on serving
+        with pytest.raises(WeightSyncError, match="weights/solver/2 is not in the coordinator's store"):
+            policy.reload(local, version=2, fetch={**fetch, "prefix": "weights/solver/2"})
+        assert _greedy(policy, prompt).token_ids == after.token_ids
+    finally:
+        del store
+
+
 def test_a_taken_port_is_named_before_anything_loads(embedded_dir):
     from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
 

