@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,6 +86,18 @@ class JsonlRows(list):
         self.path = path
         self.line_numbers: list[int] = []
         self.torn = 0
+
+
+def replace_dir(tmp: Path, final: Path) -> Path:
+    """Put the complete directory ``tmp`` at ``final``, replacing what was there: readers see the old
+    directory or the new one, never a mix (a moment with neither when one existed)."""
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def parse_jsonl(data: bytes | str, path: Path | str) -> JsonlRows:

@@ -3,18 +3,20 @@ TCPStore: sent in chunks under a key prefix, fetched into a local directory on a
 
 It is how trained weights reach the rollout side when trainer and orchestrator share no filesystem
 (``cluster.weights: store``). The manifest is written last, so its presence means every chunk is there; the
-fetch checks each file's size and sha256 before the directory replaces the previous one atomically. Only
-the standard library and torch's store are used, so a vLLM worker can fetch too.
+fetch checks each file's size and sha256 before the directory replaces the previous one atomically
+(``sesa_graph.fsutil.replace_dir``). Nothing heavier than torch's store is imported, so a vLLM worker can fetch
+too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from sesa_graph.fsutil import replace_dir
 
 CHUNK_BYTES = 4 << 20  # one store value: the libuv store server refuses payloads over 8 MiB
 
@@ -56,12 +58,7 @@ def fetch_dir(store: Any, prefix: str, dest: Path) -> tuple[int, int]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     (tmp / "VERSION").write_text(str(manifest["version"]))
-    old = dest.with_name(f".{dest.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if dest.exists():
-        os.replace(dest, old)
-    os.replace(tmp, dest)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, dest)
     return int(manifest["version"]), total
 
 

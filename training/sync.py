@@ -13,13 +13,12 @@ filesystem. What stays on disk here is what must outlive the processes:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.fsutil import write_json_atomic
+from sesa_graph.fsutil import replace_dir, write_json_atomic
 from tools.errors import ServiceError
 
 
@@ -45,13 +44,7 @@ class SyncDir:
         tmp.mkdir(parents=True)
         save(tmp)
         (tmp / "VERSION").write_text(str(step))
-        old = final.with_name(f".{role}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-        return final
+        return replace_dir(tmp, final)
 
     def clear_weights(self) -> None:
         """Drop the published weights once a run has finished: ``policies/`` holds the final ones, and the
