@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             if sink:  # row by row, so a suite that dies shows the row it died in
                 sink.write(json.dumps(res) + "\n")
                 sink.flush()
-            if not args.markdown:
-                print(f"{out.verdict:9} {secs:6.2f}s  {row.area}: {row.name}  {out.detail[:120]}", flush=True)
+            line = f"{out.verdict:9} {secs:6.2f}s  {row.area}: {row.name}  {out.detail[:120]}"
+            print(line, file=sys.stderr if args.markdown else sys.stdout, flush=True)
     if sink:
         sink.close()
     if args.markdown:
