@@ -15,7 +15,6 @@ N, which reads even when ``state.json`` or ``skills.jsonl`` is damaged.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from enum import Enum
 from pathlib import Path
@@ -26,9 +25,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tools.terminal import ID_CHARS, data_line, shown, unsafe
+
 bank_app = typer.Typer(help="Inspect, diff, export and prime skill banks.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = Console(highlight=False)  # (rich's highlighter is slow on long fields, and styles data)
+err_console = Console(stderr=True, highlight=False)
 
 BankArg = Annotated[
     Path, typer.Argument(help="Bank directory, or a run directory holding bank/; BANK@vN: its snapshot N.")
@@ -54,17 +55,23 @@ _SORT = {
 
 def _fail(msg: str) -> NoReturn:
     """A user error (a bad argument, a missing or damaged file): one line, exit code 2."""
-    err_console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(shown(msg))}", soft_wrap=True)
     raise typer.Exit(2)
 
 
 def _warn(msg: str | None) -> None:
     if msg:
-        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", soft_wrap=True, highlight=False)
+        err_console.print(f"[yellow]warning:[/yellow] {escape(shown(msg))}", soft_wrap=True)
 
 
 def _short(text: str, n: int = 70) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    """Skill text (the distiller's output) on one line, control characters visible, cut to ``n``."""
+    text = shown(text, None, one_line=True)
+    return escape(text if len(text) <= n else text[: n - 1] + "…")
+
+
+def _id(text: object) -> str:
+    return escape(shown(text, ID_CHARS, one_line=True))
 
 
 @bank_app.command("show")
@@ -76,6 +83,8 @@ def show(
     ] = SortKey.helpful,
 ) -> None:
     """The bank's version, size, queue and statistics, and its top skills by a counter."""
+    if top < 0:
+        _fail(f"--top/-n must be 0 (all) or a positive count, got {top}")
     from sesa_graph.memory.snapshot import committed_view, snapshot_skills, snapshot_version
     from tools.errors import UserError
 
@@ -83,21 +92,23 @@ def show(
     try:
         if snapshot_version(bank) is not None:
             file, skills = snapshot_skills(bank)
-            header = f"[bold]{escape(str(file))}[/bold]  skills {len(skills)} ({sum(s.seed for s in skills)} seeds)"
+            header = f"[bold]{_id(file)}[/bold]  skills {len(skills)} ({sum(s.seed for s in skills)} seeds)"
         else:
             view = committed_view(bank)
             state, skills = view.state, view.skills
             header = (
-                f"[bold]{escape(str(view.path))}[/bold]  version {state['version']}  skills {len(skills)} "
+                f"[bold]{_id(view.path)}[/bold]  version {_id(state['version'])}  skills {len(skills)} "
                 f"({sum(s.seed for s in skills)} seeds)  tombstones {state.get('n_tombstones', 0)}  "
-                f"pending failures {view.queue_len}  embedder {escape(str(state['embedder']))}"
+                f"pending failures {view.queue_len}  embedder {_id(state['embedder'])}"
             )
             _warn(view.warning())
     except (UserError, OSError) as exc:
         _fail(str(exc))
     console.print(header)
     if isinstance(state.get("stats"), dict) and state["stats"]:
-        console.print("stats: " + escape(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items()))))
+        console.print(
+            "stats: " + _short(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items())), 2000)
+        )
     skills.sort(key=_SORT[sort.value], reverse=True)
     table = Table()
     for col in ("id", "cat", "ret", "help", "hurt", "step"):
@@ -105,13 +116,13 @@ def show(
     table.add_column("description", overflow="fold")
     for s in skills[: top or None]:
         table.add_row(
-            escape(s.id) + ("*" if s.seed else ""),
-            s.category,
+            _id(s.id) + ("*" if s.seed else ""),
+            _id(s.category),
             str(s.retrieved),
             str(s.helpful),
             str(s.hurt),
             str(s.created_step),
-            escape(_short(s.description)),
+            _short(s.description),
         )
     console.print(table)
     console.print("* seed (permanent)")
@@ -140,19 +151,19 @@ def diff(
     except UserError as exc:
         _warn(str(exc))
     console.print(
-        f"{escape(pa.name)} -> {escape(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
+        f"{_id(pa.name)} -> {_id(pb.name)}: +{len(d.admitted)} admitted, -{len(d.evicted)} "
         f"evicted, {len(d.changed)} with new counters"
     )
     for s in d.admitted:
-        console.print(f"[green]+ {escape(s.id)}[/green] ({s.category}) {escape(_short(s.description, 90))}")
+        console.print(f"[green]+ {_id(s.id)}[/green] ({_id(s.category)}) {_short(s.description, 90)}")
     for s in d.evicted:
         console.print(
-            f"[red]- {escape(s.id)}[/red] (ret {s.retrieved}, help {s.helpful}, hurt {s.hurt}) "
-            f"{escape(_short(s.description, 80))}"
+            f"[red]- {_id(s.id)}[/red] (ret {s.retrieved}, help {s.helpful}, hurt {s.hurt}) "
+            f"{_short(s.description, 80)}"
         )
     for old, new in d.changed:
         console.print(
-            f"~ {escape(new.id)}: retrieved {old.retrieved}->{new.retrieved}, helpful {old.helpful}->"
+            f"~ {_id(new.id)}: retrieved {old.retrieved}->{new.retrieved}, helpful {old.helpful}->"
             f"{new.helpful}, hurt {old.hurt}->{new.hurt}"
         )
 
@@ -172,17 +183,22 @@ def export(
     seeds: Annotated[
         bool, typer.Option(help="Include the seed skills (yaml; jsonl always has all).")
     ] = False,
+    force: Annotated[bool, typer.Option(help="Replace an existing -o file.")] = False,
 ) -> None:
     """Write the current skills as a priming YAML or as JSONL."""
-    import yaml
-
     from sesa_graph.fsutil import write_jsonl_atomic
     from sesa_graph.memory.skill import skill_file_data, write_skill_file
     from sesa_graph.memory.snapshot import committed_view, snapshot_skills, snapshot_version
+    from sesa_runs.outputs import output_file, writing
     from tools.errors import UserError
 
     if fmt not in ("yaml", "jsonl"):
-        _fail(f"--format must be yaml or jsonl, got {fmt!r}")
+        _fail(f"--format must be yaml or jsonl, got {shown(fmt, ID_CHARS)!r}")
+    try:
+        if out is not None:
+            output_file(out, "-o", force=force)
+    except UserError as exc:
+        _fail(str(exc))
     try:
         if snapshot_version(bank) is not None:
             skills = snapshot_skills(bank)[1]
@@ -192,28 +208,33 @@ def export(
             _warn(view.warning())
     except (UserError, OSError) as exc:
         _fail(str(exc))
-    if fmt == "jsonl":
-        rows = [s.model_dump(mode="json") for s in skills]
-        if out:
-            write_jsonl_atomic(out, rows)
-        else:
-            for r in rows:
-                print(json.dumps(r, ensure_ascii=False))
-        return
-    chosen = [s for s in skills if seeds or not s.seed]
-    if out:
-        write_skill_file(out, chosen, source="mined", note=f"exported from {bank}")
-        console.print(f"wrote {len(chosen)} skills to {escape(str(out))}")
-    else:
-        print(
-            yaml.safe_dump(
-                skill_file_data(chosen, note=f"exported from {bank}"),
-                sort_keys=False,
-                allow_unicode=True,
-                width=110,
-            ),
-            end="",
-        )
+    try:
+        with writing(out or "stdout", "export"):
+            if fmt == "jsonl":
+                rows = [s.model_dump(mode="json") for s in skills]
+                if out:
+                    write_jsonl_atomic(out, rows)
+                else:
+                    for r in rows:
+                        print(data_line(r))
+                return
+            chosen = [s for s in skills if seeds or not s.seed]
+            if out:
+                write_skill_file(out, chosen, source="mined", note=f"exported from {bank}")
+                console.print(f"wrote {len(chosen)} skills to {_id(out)}")
+            else:
+                print(_yaml_text(skill_file_data(chosen, note=f"exported from {bank}")), end="")
+    except UserError as exc:
+        _fail(str(exc))
+
+
+def _yaml_text(data: Any) -> str:
+    """YAML for stdout: readable non-ASCII, but every character escaped when a control or bidi character
+    would otherwise reach the terminal raw (YAML lets some through: NEL, U+202E)."""
+    import yaml
+
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+    return yaml.safe_dump(data, sort_keys=False, width=110) if unsafe(text) else text
 
 
 def load_distiller(spec: str, api_key_env: str | None = None) -> Any:
@@ -270,13 +291,20 @@ def mine_cmd(
         int | None,
         typer.Option(help="Keep at most this many admitted skills, highest priority first (the paper: 142)."),
     ] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing -o file.")] = False,
 ) -> None:
     """Mine candidate skills from a run's failures (`sesa train` writes them to RUN/failures/), deduplicate
     them against the seeds and each other, and write a priming file for `memory.priming_files`."""
     from sesa_graph.memory.config import MemoryConfig
     from sesa_graph.memory.mining import mine_run
+    from sesa_runs.outputs import output_file
     from tools.encoder import Encoder
+    from tools.errors import UserError
 
+    try:  # before the distiller loads: a refused -o costs nothing
+        output_file(out, "-o", force=force)
+    except UserError as exc:
+        _fail(str(exc))
     try:
         client = load_distiller(distiller, api_key_env)
     except (ValueError, ImportError, AttributeError) as exc:
@@ -301,5 +329,5 @@ def mine_cmd(
         )
     )
     if res.error:
-        console.print(f"[yellow]distiller error:[/yellow] {escape(res.error)}")
-    console.print(f"wrote {escape(str(out))}")
+        console.print(f"[yellow]distiller error:[/yellow] {escape(shown(res.error))}")
+    console.print(f"wrote {_id(out)}")

@@ -25,17 +25,17 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from sesa_cli.common import ReportingGroup
-from sesa_eval.datasets import display_name
+from sesa_cli.eval_outputs import WRITE_ERRNOS, check_out_root, write_error
+from sesa_cli.eval_tables import cell, console, print_comparison, print_report, print_settings
 from sesa_eval.progress import EvalProgress
 from sesa_eval.settings import EvalSettings, default_name
 from sesa_graph.config import JudgeConfig, SolverConfig
 from sesa_graph.model_config import PolicyConfig
 from tools.config import SearchConfig
 from tools.errors import UserError
+from tools.terminal import shown
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -46,7 +46,6 @@ eval_app = typer.Typer(
     pretty_exceptions_show_locals=False,
     cls=ReportingGroup,  # (also when mounted under an app of its own, as the tests do)
 )
-console = Console()
 err_console = Console(stderr=True)
 
 _E, _P, _S, _V, _J = (
@@ -178,59 +177,6 @@ def _run_config_of(model: str | None) -> Path | None:
     return cfg if path.parent.name == "policies" and cfg.is_file() else None
 
 
-def _print_settings(rows: list[tuple[str, str, str]]) -> None:
-    t = Table(title="eval settings", show_header=True, header_style="bold", box=None, padding=(0, 1))
-    t.add_column("setting")
-    t.add_column("value")
-    t.add_column("from", style="dim")
-    for k, v, s in rows:
-        t.add_row(escape(k), escape(v), escape(s))
-    console.print(t)
-
-
-def _print_rows(title: str, rows: list[list[str]]) -> None:
-    t = Table(title=escape(title), title_justify="left")
-    for i, h in enumerate(rows[0]):  # dataset names come from the data files: escaped, never markup
-        t.add_column(escape(str(h)), justify="left" if i == 0 else "right")
-    for r in rows[1:]:
-        t.add_row(*(escape(str(c)) for c in r))
-    console.print(t)
-
-
-def print_report(report: dict) -> None:
-    from sesa_eval.report import METRIC_TITLES, METRICS, answerability_rows, metric_table, vs_off_table
-
-    if report.get("answerability"):
-        _print_rows(
-            f"Answerability (a gold answer in the top-{report.get('search_k')} for the question / for question + "
-            "answer), % (n)",
-            answerability_rows(report),
-        )
-    for metric in METRICS:
-        title = METRIC_TITLES[metric] + (
-            " = EM (--judge none)" if metric == "judge" and report["judge"] == "none" else ""
-        )
-        _print_rows(title + ": all questions, then the answerable subset", metric_table(report, metric))
-    if any(report.get("vs_off", {}).get("judge", {}).values()):
-        _print_rows(
-            "Against mode off (judge score): delta [paired 95% CI] mde = smallest detectable difference (n)",
-            vs_off_table(report, ["judge"]),
-        )
-    h = report.get("hygiene")
-    if h:
-        color = "green" if h["clean"] else "red"
-        console.print(
-            f"[{color}]data hygiene: {h['questions']} questions, "
-            + ("clean" if h["clean"] else "EVAL QUESTIONS FOUND")
-            + "[/]  "
-            + "; ".join(
-                f"{escape(s['source'])}: {s['exact']} exact / {s['normalized']} normalized"
-                for s in h["sections"]
-            )
-            + "".join(f"  [dim](not checked: {escape(x)})[/]" for x in h["not_checked"])
-        )
-
-
 # ---- commands --------------------------------------------------------------------------------------------
 
 
@@ -357,7 +303,8 @@ def eval_main(
         settings, rows = resolve_settings(config, flags)
     except ValidationError as exc:  # (a ConfigError, a UserError, is reported as it is)
         raise UserError(f"invalid eval settings: {_errors(exc)}") from None
-    _print_settings(rows)
+    print_settings(rows)
+    check_out_root(settings.out_root)
     if settings.judge.kind == "policy":
         err_console.print(
             "[yellow]warning:[/] judge 'policy': the evaluated model grades its own answers (a miss it "
@@ -370,7 +317,7 @@ def eval_main(
         console.print(
             f"{n} {'answerable ' if info['subset'] == 'answerable' else ''}questions in "
             f"{len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
-            f"{sum(info['cached'].values())} cached in {settings.out_dir}",
+            f"{sum(info['cached'].values())} cached in {shown(settings.out_dir, None, one_line=True)}",
             markup=False,
         )
         if info["stale"]:
@@ -395,7 +342,9 @@ def eval_main(
         raise UserError(f"invalid eval settings: {_errors(exc)}") from None
     except FileNotFoundError as exc:  # a path given on the command line or in the settings
         raise UserError(f"{exc.filename or ''}: no such file or directory ({exc.strerror})") from None
-    except OSError as exc:  # transformers' word for a model it cannot load
+    except OSError as exc:  # a disk that refuses the eval's files, or transformers' word for a bad model
+        if exc.errno in WRITE_ERRNOS and not isinstance(exc, UserError):
+            raise write_error(exc, settings.out_dir) from None
         if isinstance(exc, UserError) or settings.policy.model not in str(exc):
             raise
         raise UserError(
@@ -403,7 +352,7 @@ def eval_main(
         ) from None
     except KeyboardInterrupt:
         err_console.print(
-            f"[yellow]interrupted[/]: finished questions are kept in {escape(str(settings.out_dir))}/records.jsonl; "
+            f"[yellow]interrupted[/]: finished questions are kept in {cell(settings.out_dir, None)}/records.jsonl; "
             "rerun the same command to resume"
         )
         raise typer.Exit(130) from None
@@ -415,13 +364,12 @@ def eval_main(
         f"({t['rollouts_per_minute']} rollouts/minute, {t['questions_per_minute']} questions/minute in every "
         f"mode and seed), {t['cached']} cached"
     )
-    console.print(
-        f"report: {outcome.out_dir / 'report.md'}  records: {outcome.out_dir / 'records.jsonl'}", markup=False
-    )
+    where = shown(outcome.out_dir, None, one_line=True)
+    console.print(f"report: {where}/report.md  records: {where}/records.jsonl", markup=False)
     if not report["complete"]:
         err_console.print(
             f"[red]INCOMPLETE[/]: {report['done']} of {report['planned']} done"
-            + (f"; stopped: {escape(report['aborted'])}" if report["aborted"] else "")
+            + (f"; stopped: {cell(report['aborted'], 2000)}" if report["aborted"] else "")
             + ". Rerun the same command to resume."
         )
         raise typer.Exit(1)
@@ -450,51 +398,7 @@ def compare(
     for m in metrics:
         comparisons = compare_reports(a, b, metric=m, tolerance=tolerance)  # errors: UserErrors, reported
         for c in comparisons:
-            _print_comparison(c)
+            print_comparison(c)
             regressed |= any(d != "mean" for d in c.regressions)
     if regressed and fail_on_regression:
         raise typer.Exit(1)
-
-
-def _print_comparison(c: Any) -> None:
-    from sesa_eval.compare import flag_text, fmt_ci, fmt_mde
-    from sesa_eval.report import METRIC_TITLES, fmt_cell, fmt_delta
-
-    t = Table(
-        title=f"{METRIC_TITLES[c.metric]}: B = {escape(c.b_label)} vs A = {escape(c.a_label)}"
-        + (", answerable questions" if c.subset == "answerable" else ""),
-        title_justify="left",
-    )
-    for col, just in (
-        ("dataset", "left"),
-        ("A", "right"),
-        ("B", "right"),
-        ("B - A", "right"),
-        ("95% CI (paired)", "right"),
-        ("mde (n)", "right"),
-        ("", "left"),
-    ):
-        t.add_column(col, justify=just, no_wrap=not col)  # the flag stays on one line (cut, not wrapped)
-    for r in c.rows:
-        name = "Mean" if r.dataset == "mean" else escape(display_name(r.dataset))
-        d = fmt_delta(r.delta)
-        if r.regression:
-            d = f"[bold red]{d}[/]"
-        t.add_row(
-            name,
-            fmt_cell(r.a),
-            fmt_cell(r.b),
-            d,
-            fmt_ci(r),
-            fmt_mde(r),
-            f"[bold red]{escape(flag_text(r))}[/]" if r.regression else f"[dim]{escape(flag_text(r))}[/]",
-        )
-    console.print(t)
-    regs = [escape(display_name(d)) for d in c.regressions if d != "mean"]
-    console.print(
-        f"[bold red]B is below A on: {', '.join(regs)}[/]"
-        if regs
-        else "[green]B is not below A on any dataset.[/]"
-    )
-    for w in c.warnings:
-        console.print(f"[yellow]note:[/] {escape(w)}")

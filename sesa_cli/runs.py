@@ -19,8 +19,9 @@ from rich.console import Console
 
 from sesa_cli.common import reporting
 from tools.errors import UserError
+from tools.terminal import ID_CHARS, shown
 
-console = Console()
+console = Console(highlight=False)  # what runs and evals hold is data: never highlighted, never markup
 
 
 def trace_command(
@@ -55,6 +56,7 @@ def trace_command(
         Path | None, typer.Option("--html", help="Also write the rollout as an HTML file.")
     ] = None,
     plain: Annotated[bool, typer.Option("--plain", help="Plain text, no colour.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace an existing --html file.")] = False,
 ) -> None:
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
     or list a run's / eval's rollouts with their ids."""
@@ -62,34 +64,40 @@ def trace_command(
     from rich.text import Text
 
     from sesa_runs.load import open_dir, select
+    from sesa_runs.outputs import output_file, writing
 
+    if limit < 1:
+        raise UserError(f"--limit must be a positive count of rollouts, got {limit}")
+    if html is not None:  # refused before anything is read
+        output_file(html, "--html", force=force)
+    path = shown(run, ID_CHARS, one_line=True)
     obj = open_dir(run)  # (a RunNotFoundError is reported by the app, like every user error)
     if rollout is None:
         df = obj.rollouts(uncommitted=True) if obj.kind == "run" else obj.records()
         df = select(df, role=role, status=status, failure=failure)
         if df.empty:
-            console.print(f"{run}: no rollouts match (yet)", markup=False, highlight=False)
+            console.print(f"{path}: no rollouts match (yet)", markup=False)
             return
         # every cell and the title are Text: questions, ids and paths are data, never rich markup
         t = Table(
-            title=Text(f"{run}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
+            title=Text(f"{path}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
         )
-        shown = df.tail(limit)
+        last = df.tail(limit)
         for col in ("id", "outcome", "reward", "skills"):
             t.add_column(col, no_wrap=True)
         wide = console.width >= 100
         if wide:
             t.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
-        for r in shown.itertuples():
+        for r in last.itertuples():
             outcome = (
                 r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
             )
             question = str(r.question or "") or f"(target: {r.target})"
             reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
             cells = [str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else [])]
-            t.add_row(*(Text(c) for c in cells))
+            t.add_row(*(Text(shown(c, ID_CHARS, one_line=True)) for c in cells))
         console.print(t)
-        console.print(f"show one: sesa trace {run} --rollout ID", markup=False, highlight=False)
+        console.print(f"show one: sesa trace {path} --rollout ID", markup=False)
         return
     try:
         tr = obj.trace(rollout)
@@ -98,12 +106,16 @@ def trace_command(
     if plain:
         print(tr.to_text())
     else:
-        console.print(tr, highlight=False)
+        console.print(tr)
     if html is not None:
-        html.write_text(
-            f'<!doctype html><meta charset="utf-8"><title>{rollout}</title>{tr.to_html()}', encoding="utf-8"
-        )
-        console.print(f"wrote {html}", markup=False, highlight=False)
+        from html import escape
+
+        with writing(html, "--html file"):
+            html.write_text(
+                f'<!doctype html><meta charset="utf-8"><title>{escape(rollout)}</title>{tr.to_html()}',
+                encoding="utf-8",
+            )
+        console.print(f"wrote {shown(html, ID_CHARS, one_line=True)}", markup=False)
 
 
 def report_command(
@@ -113,12 +125,18 @@ def report_command(
 ) -> None:
     """Write the plots (plots/*.png) and a one-page HTML summary (report.html) into a run or eval directory.
     A run still in progress shows its committed steps."""
-    from sesa_runs.report import write_report
+    from sesa_runs.load import open_dir
+    from sesa_runs.outputs import writing
+    from sesa_runs.report import report_notes, write_report
 
-    out = write_report(run)
+    for note in report_notes(open_dir(run)):
+        typer.echo(f"warning: {shown(note, None, one_line=True)}", err=True)
+    with writing(Path(run) / "report.html", "report"):
+        out = write_report(run)
     pngs = sorted(p.name for p in (out.parent / "plots").glob("*.png"))
     console.print(
-        f"wrote {out} and plots/ ({', '.join(pngs) or 'nothing to plot yet'})", markup=False, highlight=False
+        f"wrote {shown(out, None, one_line=True)} and plots/ ({', '.join(pngs) or 'nothing to plot yet'})",
+        markup=False,
     )
 
 

@@ -15,11 +15,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from sesa_cli.common import ReportingGroup
 from tools.backends import make_backend
 from tools.config import SearchConfig
 from tools.errors import ServiceError, UserError
+from tools.terminal import ID_CHARS, shown
 
 
 class _QueryByDefault(ReportingGroup):
@@ -34,7 +36,9 @@ search_app = typer.Typer(
     no_args_is_help=True,
     help='Search the corpus (`sesa search "query"`) or serve a backend (`sesa search serve`).',
 )
-console = Console()
+console = Console(
+    highlight=False
+)  # documents are data: never highlighted (slow on a long field), never markup
 
 _D = SearchConfig.model_fields  # help texts come from the config's field descriptions
 Backend = Annotated[str, typer.Option("--backend", "-b", help=_D["backend"].description)]
@@ -90,8 +94,14 @@ def query(
     if not docs:
         console.print("[yellow]no results[/]")
     for i, d in enumerate(docs, start=1):
-        console.print(f"[bold cyan]{i}. {escape(d.title)}[/]  [dim]score {d.score:.3f}  id {escape(d.id)}[/]")
-        console.print(escape(d.text), end="\n\n")
+        console.print(
+            Text.assemble(
+                (f"{i}. {shown(d.title, ID_CHARS, one_line=True)}", "bold cyan"),
+                (f"  score {d.score:.3f}  id {shown(d.id, ID_CHARS, one_line=True)}", "dim"),
+            ),
+            soft_wrap=True,
+        )
+        console.print(Text(shown(d.text)), end="\n\n", soft_wrap=True)
 
 
 @search_app.command()
@@ -108,6 +118,8 @@ def serve(
     from tools.server import bind_socket
     from tools.server import serve as serve_backend
 
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: a TCP port is 1 to 65535; give a free port, e.g. --port 8000")
     cfg = _config(backend=backend, corpus=corpus, k=k, url=url, dense_model=dense_model)
     try:
         sock = bind_socket(host, port)  # fail on a taken port before spending time on the index

@@ -32,6 +32,7 @@ from typing import Any
 from sesa_graph.scoring import normalize_answer
 from tools.errors import UserError
 from tools.jsonl import iter_jsonl, unpaired_surrogate
+from tools.terminal import ID_CHARS, shown
 
 # The paper's column order (Tables 1 and 2) and how its headers spell the names.
 PAPER_ORDER = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
@@ -67,7 +68,8 @@ class EvalQuestion:
 
 
 def display_name(dataset: str) -> str:
-    return DISPLAY_NAMES.get(dataset, dataset)
+    """The paper's name of a dataset; another (a file's name) with its control characters made visible."""
+    return DISPLAY_NAMES.get(dataset) or shown(dataset, ID_CHARS, one_line=True)
 
 
 def known_datasets(data_dir: str | Path | None) -> dict[str, Path]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from sesa_eval.datasets import display_name
 
@@ -55,7 +56,7 @@ class EvalProgress:
                 self._add(rec)
         for ds, qs in data.items():
             self.tasks[ds] = self.progress.add_task(
-                display_name(ds),
+                escape(display_name(ds)),  # a file's name: never rich markup
                 total=(len(qs) * len(modes) - (skipped or {}).get(ds, 0)) * n_seeds,
                 completed=cached.get(ds, 0),
                 scores=self._scores(ds),

@@ -218,6 +218,7 @@ def _run_page(run: Run, saved: list[str], empty: list[str]) -> str:
             f'<div class="note">{which} trajectories but no metrics line yet (not committed); left out '
             "below.</div>"
         )
+    body += [f'<div class="note">{_e(n)}</div>' for n in report_notes(run)]
     if not steps:
         body.append(
             '<div class="note">no step is committed yet: the plots and tables fill in as the run goes.</div>'
@@ -426,6 +427,20 @@ def _eval_page(ev: Eval, saved: list[str], empty: list[str]) -> str:
             ]
     body += ["<h2>Example rollouts (one per outcome; click to open)</h2>", _examples(ev, df)]
     return _page(f"eval {ev.name}", "".join(body))
+
+
+def report_notes(obj: Run | Eval) -> list[str]:
+    """What a reader of the report must know about files the run lacks (also said by ``sesa report``)."""
+    if not isinstance(obj, Run) or (obj.path / "metrics.jsonl").is_file():
+        return []
+    if not (obj.shard_steps() or obj.finished):
+        return []
+    missing = obj.path / "metrics.jsonl"
+    note = (
+        f"{missing} is missing although the run has written steps: no step counts as committed and the "
+        "per-step plots and tables are empty; restore the file from a backup to see them"
+    )
+    return [note]
 
 
 def write_report(path: str | Path) -> Path:

@@ -30,6 +30,7 @@ from sesa_runs.files import (
     skill_frame,
 )
 from sesa_runs.trace import Trace
+from tools.errors import UserError
 from training.metrics_log import MetricsLog, read_metrics
 
 
@@ -176,9 +177,17 @@ class Run:
         hit = self._shards.get(key)
         if hit is not None and hit[0] == mtime:
             return hit[1]
-        names = pq.read_schema(path).names
-        cols = names if tokens else [c for c in names if c not in TOKEN_COLUMNS]
-        df = pd.read_parquet(path, columns=cols)
+        import pyarrow as pa
+
+        try:
+            names = pq.read_schema(path).names
+            cols = names if tokens else [c for c in names if c not in TOKEN_COLUMNS]
+            df = pd.read_parquet(path, columns=cols)
+        except (pa.ArrowException, OSError) as exc:
+            raise UserError(
+                f"{path}: a damaged trajectory shard ({' '.join(str(exc).split())[:200]}); move it out of "
+                "the run to read the rest"
+            ) from None
         self._shards[key] = (mtime, df)
         return df
 

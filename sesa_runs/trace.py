@@ -21,6 +21,7 @@ from typing import Any
 
 from sesa_graph import protocol, statuses
 from sesa_graph.scoring import contains_answer
+from tools.terminal import shown
 
 FAILURE_TEXT = {k: statuses.describe(k) for k in statuses.KIND_ORDER}
 """Outcome line per failure kind, from the one table :data:`sesa_graph.statuses.OUTCOMES`."""
@@ -59,11 +60,6 @@ def gold_spans(text: str, golds: list[str]) -> list[tuple[str, bool]]:
     if pos < len(text):
         out.append((text[pos:], False))
     return out or [("", False)]
-
-
-# control characters other than newline and tab, shown as escapes: an ESC sequence in a document or a model
-# turn would otherwise recolour, move or clear the reader's terminal
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
 
 
 def _counters(s: dict[str, Any]) -> str:
@@ -240,7 +236,9 @@ class Trace:
     def _segments(self) -> list[tuple[str, str]]:
         """(text, rich style) pieces; joined they are the plain-text rendering."""
         out: list[tuple[str, str]] = []
-        add = lambda text, style="": out.append((str(text).translate(_CONTROL), style))
+        # every piece through the terminal sanitiser: an ESC sequence in a document or a model turn would
+        # otherwise recolour, move or clear the reader's terminal, and a 100k-character document flood it
+        add = lambda text, style="": out.append((shown(text), style))
         add(f"══ {self.id} ══", "bold")
         add(f"  ({self.source})\n" if self.source else "\n", "dim")
         add(self._headline() + "\n", "cyan")

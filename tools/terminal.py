@@ -35,3 +35,17 @@ def shown(text: object, limit: int | None = FIELD_CHARS, *, one_line: bool = Fal
         cut = f"... [{len(s) - limit} more characters]"
         s = s[:limit]
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_escape, s) + cut
+
+
+def unsafe(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`shown` would escape (tabs and line breaks aside)."""
+    return _UNSAFE.search(text) is not None
+
+
+def data_line(obj: object) -> str:
+    """``obj`` as one JSON line for stdout: non-ASCII kept readable, but when a string holds a control or
+    bidi character the whole line is ASCII-escaped (the same value, ``\\u001b`` instead of the raw byte)."""
+    import json
+
+    line = json.dumps(obj, ensure_ascii=False)
+    return json.dumps(obj) if unsafe(line) else line
