@@ -10,7 +10,7 @@
 # Needs: pip install -e '.[gpu]' (vllm 0.31.0), a retrieval server for search (sesa search serve ...).
 set -euo pipefail
 CONFIG=${1:?usage: launch_gpu.sh CONFIG.yaml}
-[ -f "$CONFIG" ] || { echo "launch_gpu.sh: no config file $CONFIG" >&2; exit 2; }
+[ -f "$CONFIG" ] || { echo "error: launch_gpu.sh: no config file $CONFIG" >&2; exit 2; }
 # The weight-transfer endpoints need VLLM_SERVER_DEV_MODE, and they let anyone who reaches the port replace the
 # served weights: they are only ever on loopback. VLLM_DEV_MODE=0 starts plain servers (no weight sync).
 VLLM_HOST=${VLLM_HOST:-127.0.0.1}
@@ -18,7 +18,7 @@ VLLM_DEV_MODE=${VLLM_DEV_MODE:-1}
 case "$VLLM_HOST" in
   127.*|localhost|::1) ;;
   *) if [ "$VLLM_DEV_MODE" != 0 ]; then
-       echo "launch_gpu.sh: VLLM_HOST=$VLLM_HOST is not loopback, and the dev-mode weight endpoints" \
+       echo "error: launch_gpu.sh: VLLM_HOST=$VLLM_HOST is not loopback, and the dev-mode weight endpoints" \
             "(VLLM_SERVER_DEV_MODE) would be reachable there; use VLLM_HOST=127.0.0.1, or VLLM_DEV_MODE=0" \
             "for servers without weight sync" >&2
        exit 2
@@ -55,10 +55,10 @@ serve "$PROPOSER_MODEL" "$PROPOSER_PORT" "$PROPOSER_GPU" runs/logs/vllm-proposer
 for port in "$SOLVER_PORT" "$PROPOSER_PORT"; do
   for i in $(seq 1 600); do
     curl -sf "http://$CLIENT_HOST:$port/health" >/dev/null && break
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "a vLLM server died; see runs/logs/"; tail -20 runs/logs/vllm-*.log; exit 1; }; done
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "error: a vLLM server died; see runs/logs/" >&2; tail -20 runs/logs/vllm-*.log; exit 1; }; done
     sleep 2
   done
-  curl -sf "http://$CLIENT_HOST:$port/health" >/dev/null || { echo "vLLM on port $port not healthy after 20 min"; exit 1; }
+  curl -sf "http://$CLIENT_HOST:$port/health" >/dev/null || { echo "error: vLLM on port $port not healthy after 20 min" >&2; exit 1; }
   echo "vLLM on port $port is healthy"
 done
 .venv/bin/sesa train -c "$CONFIG" --set train.use_vllm=true \

@@ -238,6 +238,57 @@ def _hang_args(t: Path):
     ]
 
 
+@custom("r1-resume", "torn last line of metrics.jsonl, finished run")
+def torn_metrics_resume(tmp: Path) -> Outcome:
+    _sys_path("training")
+    from resume_fixtures import make_run
+
+    run_dir = make_run(
+        tmp, steps=3, committed=3, uncommitted_line=False, final=True, torn=b'{"step": 3, "ite'
+    )
+    (run_dir / "policies" / "proposer").mkdir()  # finished: both roles' final policies are complete
+    (run_dir / "policies" / "proposer" / ".complete").write_text("ok\n")
+    return judge_cli(invoke(["train", "--resume", run_dir]), "ok")
+
+
+@custom("r1-search", "damaged BM25 cache")
+def bm25_cache_damaged(tmp: Path) -> Outcome:
+    import os
+
+    corpus_file = write(
+        tmp / "c.jsonl", CORPUS_OK + '{"id": "2", "contents": "\\"Beta\\"\\nBeta is next."}\n'
+    )
+    first = invoke(["search", "query", "beta", "--corpus", corpus_file])
+    if first.exit_code != 0:
+        return judge_cli(first, "ok")
+    for f in (Path(os.environ["SESA_HOME"]) / "bm25").rglob("*"):
+        if f.is_file() and f.suffix in (".npy", ".json") and "manifest" not in f.name:
+            f.write_bytes(b"garbage")
+
+    def right(t, r):
+        return None if "Beta" in r.stdout else f"wrong result: {r.stdout[-120:]!r}"
+
+    return judge_cli(invoke(["search", "query", "beta", "--corpus", corpus_file]), "ok", check=right)
+
+
+@custom("r1-launch", "launch_gpu.sh with dev-mode endpoints on 0.0.0.0")
+def launch_public_dev_mode(tmp: Path) -> Outcome:
+    import os
+    import subprocess
+
+    from tests.hostile.harness import CliResult
+
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_gpu.sh"), str(ROOT / "configs" / "qwen3-4b-h200.yaml")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=25,
+        env={**os.environ, "VLLM_HOST": "0.0.0.0"},
+    )
+    return judge_cli(CliResult(p.returncode, p.stdout, p.stderr), "error", ["0.0.0.0"])
+
+
 ROWS = [
     config("malformed YAML (unclosed bracket)", "solver: {max_turns: 3\n", "bad.yaml:2"),
     config("duplicate key", "solver:\n  max_turns: 3\n  max_turns: 4\n", "bad.yaml", "max_turns"),
@@ -337,4 +388,7 @@ ROWS = [
         contains=["--set solver.max_turns"],
     ),
     resume_with("--runs-dir with --resume", "--runs-dir", "elsewhere", contains=["--runs-dir"]),
+    torn_metrics_resume,
+    bm25_cache_damaged,
+    launch_public_dev_mode,
 ]

@@ -61,7 +61,12 @@ def run_row(row: Row, root: Path) -> tuple[Outcome, float]:
             os.environ.pop("SESA_HOME", None)
         else:
             os.environ["SESA_HOME"] = old_home
-    return out, time.monotonic() - start
+    secs = time.monotonic() - start
+    if secs >= row.timeout_s and out.verdict != "unbounded":  # the command caught the timeout and reported it
+        out = Outcome(
+            "unbounded", f"ran {secs:.0f} s, past its {row.timeout_s:g} s ({out.verdict}: {out.detail})"
+        )
+    return out, secs
 
 
 def markdown(results: list[dict]) -> str:
