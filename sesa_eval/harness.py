@@ -47,6 +47,7 @@ from sesa_eval.answerability import ensure_answerability, question_key, read_ans
 from sesa_eval.datasets import hygiene_report, load_datasets
 from sesa_eval.records import (
     ANSWERABILITY,
+    OWNER_LOCK,
     RECORDS,
     REPORT_JSON,
     REPORT_MD,
@@ -55,9 +56,11 @@ from sesa_eval.records import (
     RecordStore,
     bank_ref,
     check_settings_file,
+    lock_eval,
 )
 from sesa_eval.settings import SKILL_MODES, EvalSettings
 from sesa_eval.tasks import RunResult, plan_tasks, run_tasks
+from sesa_graph.owner_lock import OwnerLock
 from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
     make_fixed_models,
     make_judge,
@@ -106,14 +109,16 @@ def open_memories(
     return memories, info, sbank.skills()
 
 
-def _drop_if_no_records(out_dir: Path) -> None:
+def _drop_if_no_records(out_dir: Path, lock: OwnerLock) -> None:
     """After a failed first eval of this name: remove what it wrote if no record was kept, so no empty
-    ``evals/<name>/`` is left behind. A server log that explains the failure stays."""
+    ``evals/<name>/`` is left behind (the owner lock last, still held). A server log that explains the
+    failure stays."""
     records = out_dir / RECORDS
     if records.exists() and records.stat().st_size > 0:
         return
     for name in (RECORDS, SETTINGS, REPORT_MD, REPORT_JSON, ANSWERABILITY):
         (out_dir / name).unlink(missing_ok=True)
+    lock.release(remove=True)
     for d in (out_dir / "logs", out_dir):
         if d.is_dir() and not any(d.iterdir()):
             d.rmdir()
@@ -162,10 +167,10 @@ async def evaluate(
     )
     out_dir = settings.out_dir
     identity = settings.identity()
-    fresh = not out_dir.exists() or not any(out_dir.iterdir())
-    check_settings_file(out_dir, identity, overwrite)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    fresh = not out_dir.is_dir() or not any(p.name != OWNER_LOCK for p in out_dir.iterdir())
+    lock = lock_eval(out_dir)  # before anything in it is written or removed
     try:
+        check_settings_file(out_dir, identity, overwrite)
         store = RecordStore(out_dir / RECORDS)
         known = read_answerability(out_dir)
         if search is None and any(question_key(q.dataset, q.id) not in known for q in all_q):
@@ -290,5 +295,7 @@ async def evaluate(
         return EvalOutcome(settings, run, report, out_dir, setup_s)
     except BaseException:
         if fresh:
-            _drop_if_no_records(out_dir)
+            _drop_if_no_records(out_dir, lock)
         raise
+    finally:
+        lock.release()

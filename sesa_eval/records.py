@@ -19,17 +19,44 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.fsutil import JsonlError, JsonlRows, parse_jsonl
+from sesa_graph.owner_lock import OwnerLock, OwnerLockedError
 from tools.errors import UserError
 
 log = logging.getLogger(__name__)
 
 RECORDS, SETTINGS, REPORT_MD, REPORT_JSON = "records.jsonl", "eval.json", "report.md", "report.json"
 ANSWERABILITY = "answerability.jsonl"  # per question: is a gold answer reachable (sesa_eval.answerability)
+OWNER_LOCK = "owner.lock"  # the running eval's owner lock (sesa_graph.owner_lock) and who holds it
 RETRY_STATUSES = frozenset({"error"})  # not results: run again on resume
 
 
 class EvalError(UserError, RuntimeError):
     """An eval that cannot start or cannot go on; the message says why and what to do."""
+
+
+class EvalInUseError(EvalError, OwnerLockedError):
+    """Another eval writes the same output directory; the message names it and the holder."""
+
+
+def lock_eval(out_dir: Path) -> OwnerLock:
+    """Make ``out_dir`` and take its owner lock before anything in it is written or removed: two evals of
+    one name would both append records (rollouts done twice, a key twice) and overwrite each other's report."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EvalError(
+            f"cannot create the eval's output directory {out_dir} ({exc.strerror or exc}); give another "
+            "--name, or an --out-root that is a writable directory"
+        ) from None
+
+    def busy(holder: str) -> str:
+        return (
+            f"eval output {out_dir} is in use by {holder}; an eval's output has one writer at a time and "
+            "nothing was changed. Wait for that eval to finish (its records are then reused), or give "
+            "another --name"
+        )
+
+    return OwnerLock(out_dir / OWNER_LOCK, busy, EvalInUseError)
 
 
 def record_key(dataset: str, qid: str, mode: str, seed: int | None) -> str:

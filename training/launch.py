@@ -17,13 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from sesa_graph.config import RunConfig
+from sesa_graph.fsutil import write_yaml_atomic
+from sesa_graph.owner_lock import OwnerLock
 from tools.errors import ServiceError, UserError
+from training.config_record import record_config
 from training.coordinator import Coordinator
+from training.run_owner import lock_run, new_run_dir
 from training.sync import SyncDir
 from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
 
@@ -55,24 +58,32 @@ def prepare_run(
     resume: Path | None,
     overrides: dict[str, Any] | None = None,
     flags: dict[str, str] | None = None,
-) -> tuple[RunConfig, Path, int]:
-    """The run directory, its config and the first step to run. A resume applies or refuses ``overrides``
+) -> tuple[RunConfig, Path, int, OwnerLock]:
+    """The run directory (absolute), its config, the first step to run and the run's owner lock, taken
+    before anything is written or stopped (``training.run_owner``). A resume applies or refuses ``overrides``
     (``flags`` names the flag each came from) and loses nothing (``training.resume``)."""
     if resume is not None:
-        from training.resume import prepare_resume
+        from training.resume import check_run_dir, prepare_resume
 
-        r = prepare_resume(resume, overrides, flags, before_write=stop_stale_processes)
+        run_dir = check_run_dir(resume)
+        lock = lock_run(run_dir)
+        try:
+            r = prepare_resume(run_dir, overrides, flags, before_write=stop_stale_processes)
+        except BaseException:
+            lock.release()
+            raise
         for note in r.notes:
             console.print(note, markup=False, highlight=False, soft_wrap=True)
-        return r.cfg, resume, r.start
+        return r.cfg, run_dir, r.start, lock
     assert cfg is not None
-    run_dir = runs_dir / cfg.name
-    if run_dir.exists() and any(run_dir.iterdir()):
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = runs_dir / f"{cfg.name}-{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    return cfg, run_dir, 0
+    run_dir, lock = new_run_dir(runs_dir, cfg.name)
+    try:
+        write_yaml_atomic(run_dir / "config.yaml", cfg.model_dump(mode="json"))
+        record_config(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return cfg, run_dir, 0, lock
 
 
 def stop_stale_processes(run_dir: Path) -> None:
@@ -183,18 +194,28 @@ def train(
     flags: dict[str, str] | None = None,
 ) -> Path:
     """Run (or, with ``resume``, continue) a run; ``overrides``/``flags``: the settings given with a
-    resume, applied or refused by :func:`training.resume.prepare_resume`."""
+    resume, applied or refused by :func:`training.resume.prepare_resume`. The run's owner lock is held
+    from before its first write until this returns or raises."""
+    from training.tracking import check_tracker
+
+    if cfg is not None:  # before the run directory exists
+        check_tracker(cfg.train.report_to)
+        check_gpu_plan(cfg)
+    cfg, run_dir, start, lock = prepare_run(cfg, runs_dir, resume, overrides, flags)
+    try:
+        return _run(cfg, run_dir, start, resume is not None)
+    finally:
+        lock.release()
+
+
+def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
+    """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
     from rich.live import Live
 
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
     from training.tracking import check_tracker
 
-    if cfg is not None:
-        check_tracker(cfg.train.report_to)  # before the run directory exists
-    if cfg is not None:
-        check_gpu_plan(cfg)  # before the run directory exists
-    cfg, run_dir, start = prepare_run(cfg, runs_dir, resume, overrides, flags)
     check_tracker(cfg.train.report_to)
     check_gpu_plan(cfg)
     if start >= cfg.train.steps:
@@ -218,7 +239,7 @@ def train(
         else None
     )
     coord = Coordinator(
-        cfg.cluster, (run_dir / "config.yaml").read_text(), {"run": str(run_dir.resolve()), "name": cfg.name}
+        cfg.cluster, (run_dir / "config.yaml").read_text(), {"run": str(run_dir), "name": cfg.name}
     )
     local = cfg.cluster.trainers == "local"
     trainers = TrainerProcesses(run_dir, cfg, coord.address) if local else None
@@ -237,7 +258,7 @@ def train(
                 soft_wrap=True,
             )
         alive = trainers.dead if trainers is not None else (lambda: None)
-        orch = Orchestrator(cfg, run_dir, coord, resume=resume is not None)
+        orch = Orchestrator(cfg, run_dir, coord, resume=resumed)
         phases["policies_ready_s"] = round(time.time() - t0, 1)
         console.print(
             f"policies ready after {time.time() - t0:.0f}s "

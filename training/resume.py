@@ -33,6 +33,8 @@ from sesa_graph.fsutil import write_yaml_atomic
 from sesa_graph.memory.mining import failures_path
 from sesa_graph.reference_values import flatten
 from tools.errors import UserError
+from tools.terminal import shown
+from training.config_record import check_recorded, record_config
 from training.metrics_log import append_record, read_metrics, seal_torn_tail
 from training.reuse import ReusePool
 from training.sync import SyncDir
@@ -120,17 +122,30 @@ def is_safe(key: str) -> bool:
     return parts[0] in ("solver_policy", "proposer_policy", "models") and parts[-1] in SAFE_ENDPOINT_FIELDS
 
 
-def stored_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """The run's config.yaml (with ``overrides``); a missing or damaged one is a ResumeError naming it."""
+def check_run_dir(run_dir: Path) -> Path:
+    """``run_dir`` made absolute (symlinks resolved) when it is a run directory; else a ResumeError, before
+    anything is written into it."""
+    given = run_dir
+    try:
+        run_dir = Path(run_dir).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ResumeError(f"--resume {given}: {exc}; give a run directory such as runs/NAME") from None
     if not run_dir.is_dir():
-        raise ResumeError(f"--resume {run_dir}: no such directory (give a run directory such as runs/NAME)")
+        raise ResumeError(f"--resume {given}: no such directory (give a run directory such as runs/NAME)")
     path = run_dir / "config.yaml"
     if not path.is_file():
-        have = ", ".join(sorted(p.name for p in run_dir.iterdir())[:8]) or "nothing"
+        have = ", ".join(shown(p.name, 60, one_line=True) for p in sorted(run_dir.iterdir())[:8]) or "nothing"
         raise ResumeError(
-            f"--resume {run_dir}: not a run directory, {path.name} is missing (it holds {have}); "
+            f"--resume {given}: not a run directory, {path.name} is missing (it holds {have}); "
             "give the directory `sesa train` made, e.g. runs/NAME"
         )
+    return run_dir
+
+
+def stored_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The run's config.yaml (with ``overrides``); a missing or damaged one is a ResumeError naming it."""
+    check_run_dir(run_dir)
+    path = run_dir / "config.yaml"
     try:
         return load_config(path, overrides)
     except UserError as exc:
@@ -203,14 +218,24 @@ def prepare_resume(
     attempt left running, so it writes nothing more), set aside what must be and append the marker."""
     overrides, flags = overrides or {}, flags or {}
     old = stored_config(run_dir)
+    unrecorded = check_recorded(run_dir, ResumeError)  # a hand edit since the run wrote it is refused
     new = stored_config(run_dir, overrides) if overrides else old
     metrics = read_metrics(run_dir)  # a bad middle line: a JsonlError naming metrics.jsonl:line
     _check_reuse_pool(run_dir)
     sync = SyncDir(run_dir)
     done = sync.committed_steps()
+    for step in done:  # a damaged commit record: an error naming it now, not a traceback mid-run
+        sync.committed(step)
     start = max(done) + 1 if done else 0
     changed = check_flags(run_dir, old, new, overrides, flags, start)
     out = Resume(new, start, start, changed=changed)
+    if unrecorded:
+        out.notes.append(unrecorded)
+    if strays := sync.strays():
+        out.notes.append(
+            f"{sync.root}: ignored {len(strays)} file(s) that are not commit records: "
+            + ", ".join(shown(n, 80, one_line=True) for n in strays[:5])
+        )
     if metrics.torn_tail:
         out.notes.append(f"{metrics.path}: last line torn ({metrics.torn_tail} bytes), skipped")
     if start >= new.train.steps:
@@ -224,6 +249,9 @@ def prepare_resume(
     moved = _set_aside(run_dir, sync, start, old, aside)
     if changed:
         write_yaml_atomic(run_dir / "config.yaml", new.model_dump(mode="json"))
+    if changed or unrecorded:
+        record_config(run_dir)
+    if changed:
         out.notes.append(
             "applied: "
             + ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in changed.items())

@@ -13,13 +13,21 @@ filesystem. What stays on disk here is what must outlive the processes:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sesa_graph.fsutil import replace_dir, write_json_atomic
-from tools.errors import ServiceError
+from tools.errors import ServiceError, UserError
+from tools.terminal import shown
+
+_COMMITTED = re.compile(r"committed-(\d{1,9})\.json")
+
+
+class SyncFileError(UserError, ValueError):
+    """A damaged file under ``runs/NAME/sync/``; the message names it."""
 
 
 class PeerDiedError(ServiceError, RuntimeError):
@@ -60,13 +68,32 @@ class SyncDir:
         _touch_json(self.root / f"committed-{step}.json", metrics)
 
     def committed(self, step: int) -> dict[str, Any]:
-        return json.loads((self.root / f"committed-{step}.json").read_text())
+        path = self.root / f"committed-{step}.json"
+        try:
+            rec = json.loads(path.read_text())
+        except (UnicodeDecodeError, ValueError) as exc:
+            rec = exc
+        if not isinstance(rec, dict):
+            why = f"not a JSON object ({shown(rec, 120, one_line=True)})"
+            raise SyncFileError(
+                f"{path} is damaged: {why}. It is step {step}'s commit record; restore it from a backup, or move "
+                f"it and every later committed-*.json out of {self.root} to run those steps again"
+            )
+        return rec
 
     def is_committed(self, step: int) -> bool:
         return (self.root / f"committed-{step}.json").exists()
 
     def committed_steps(self) -> list[int]:
-        return sorted(int(p.stem.split("-")[1]) for p in self.root.glob("committed-*.json"))
+        """The committed steps; a file named like a commit record but not one (``committed-x.json``) is no
+        step (:meth:`strays` names them)."""
+        return sorted(
+            int(m.group(1)) for p in self.root.glob("committed-*.json") if (m := _COMMITTED.fullmatch(p.name))
+        )
+
+    def strays(self) -> list[str]:
+        """Names of files that look like commit records but are not, ignored by :meth:`committed_steps`."""
+        return sorted(p.name for p in self.root.glob("committed-*") if not _COMMITTED.fullmatch(p.name))
 
     def stop(self, reason: str) -> None:
         _touch_json(self.root / "STOP.json", {"reason": reason})

@@ -21,20 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sesa_graph.config import RunConfig
+from sesa_graph.owner_lock import is_process, process_cmdline, process_start_time
 from sesa_graph.precision import resolve_compute_dtype
 from sesa_graph.process import die_with_parent
 
 ROLES = ("proposer", "solver")
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot, /proc/PID/stat field 22), None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+__all__ = ["process_start_time"]  # re-exported for training.ranks and the tests
+PIDS = "trainer_pids.json"
 
 
 @dataclass(frozen=True)
@@ -165,9 +159,12 @@ class TrainerProcesses:
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
             )
         (self.run_dir / "sync").mkdir(exist_ok=True)
-        (self.run_dir / "sync" / "trainer_pids.json").write_text(
-            json.dumps({r: p.pid for r, p in self.procs.items()})
-        )
+        # pid, kernel start time and command line: a later owner of the run kills only these very processes
+        record = {
+            r: {"pid": p.pid, "start": process_start_time(p.pid), "cmd": process_cmdline(p.pid)}
+            for r, p in self.procs.items()
+        }
+        (self.run_dir / "sync" / PIDS).write_text(json.dumps(record))
 
     def failed(self) -> tuple[str, str] | None:
         """(role, message) of a trainer job that exited with an error: its failed rank and that rank's log."""
@@ -265,8 +262,10 @@ def live_trainer_processes(run_dir: Path) -> list[int]:
 
 def kill_stale_trainers(run_dir: Path, say=print) -> None:
     """Trainer jobs of a killed run may still be finishing a step; they must not write beside the new ones.
-    Each job is its own process group (launcher and ranks), killed whole."""
-    pids = run_dir / "sync" / "trainer_pids.json"
+    Only for the run's owner (its lock held, so no live ``sesa train`` has them): a job is killed -- its
+    process group, launcher and ranks -- only when its pid still names the process recorded (same kernel
+    start time) and that process runs a trainer of this run; anything else is left alone."""
+    pids = run_dir / "sync" / PIDS
     if not pids.exists():
         return
     try:
@@ -276,13 +275,14 @@ def kill_stale_trainers(run_dir: Path, say=print) -> None:
     if not isinstance(found, dict):
         say(f"{pids} is damaged ({found}), skipped: check that no trainer of this run is still running")
         return
-    for pid in found.values():
-        if not isinstance(pid, int):
+    for role, rec in found.items():
+        pid, start = (rec.get("pid"), rec.get("start")) if isinstance(rec, dict) else (rec, None)
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
             continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+        cmd = process_cmdline(pid)
+        if cmd is None or "training.trainer" not in cmd or str(run_dir.resolve()) not in cmd:
+            continue  # gone, or a reused pid that runs something else
+        if start is not None and not is_process(pid, start):
             continue
-        if "training.trainer" in cmd and (str(run_dir.resolve()) in cmd or str(run_dir) in cmd):
-            _signal_group(pid, signal.SIGKILL)
-            say(f"stopped trainer job {pid} (and its ranks) left over from the interrupted run")
+        _signal_group(pid, signal.SIGKILL)
+        say(f"stopped the {role} trainer job {pid} (and its ranks) left over from the interrupted run")
