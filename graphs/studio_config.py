@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sesa_graph.config import RunConfig, SearchConfig
 from sesa_graph.model_config import PolicyConfig
+from tools.config_model import ConfigModel
 
 
-class StudioConfig(BaseModel):
+class StudioConfig(ConfigModel):
     """Run-time configuration of the served graphs (solve, propose, selfplay)."""
 
     # frozen: a configuration is a cache key for the objects built from it
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     run_config: str | None = Field(
         None, description="Run config YAML whose budgets and settings apply (default configs/tiny-cpu.yaml)."
@@ -67,7 +68,7 @@ class StudioConfig(BaseModel):
         None, ge=1, le=16, description="selfplay: solver rollouts per question (default: the run config's)."
     )
     greedy: bool = Field(True, description="solve: greedy decoding (as `sesa rollout`); false samples.")
-    seed: int | None = Field(None, description="Sampling seed.")
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Sampling seed.")
 
     def overrides(self) -> dict[str, Any]:
         """The run-config overrides this configuration implies (dotted keys, as ``--set`` takes them)."""

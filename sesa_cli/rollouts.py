@@ -11,17 +11,24 @@ from tools.errors import UserError
 def _rollout_parts(
     model: str, max_turns: int, corpus: str, engine: str = "vllm", base_url: str | None = None
 ):
-    from graphs.contexts import solver_context
     from sesa_graph.config import SearchConfig, load_config
     from sesa_graph.model_config import PolicyConfig
+    from tools.config_model import updated
+
+    # every flag is validated as the same key in a config file would be, before a server starts for minutes
+    solver = updated(load_config(None).solver, {"max_turns": max_turns})
+    settings = {"model": model, "backend": "openai", "base_url": base_url} if base_url else {}
+    pcfg = updated(
+        PolicyConfig(),
+        settings or {"model": model, "backend": check_engine(engine)},
+        {"model": "--model", "base_url": "--base-url", "backend": "--base-url" if base_url else "--engine"},
+    )
+    search_cfg = updated(SearchConfig(), {"corpus": corpus})
+
+    from graphs.contexts import solver_context
     from sesa_graph.policy.factory import make_policy
     from tools.backends import make_backend
 
-    pcfg = (
-        PolicyConfig(model=model, backend="openai", base_url=base_url)
-        if base_url
-        else PolicyConfig(model=model, backend=check_engine(engine))
-    )
     if pcfg.backend == "vllm":
         console.print(
             f"starting a vLLM server for {model} (about 45 s on a CPU; `sesa policy serve` + --base-url "
@@ -34,9 +41,7 @@ def _rollout_parts(
         if isinstance(exc, UserError):
             raise
         raise UserError(f"--model {model}: cannot be loaded: {' '.join(str(exc).split())}") from None
-    search = make_backend(SearchConfig(corpus=corpus))
-    # the default run's solver budgets (as `langgraph dev` and `sesa propose` use), but --max-turns
-    solver = load_config(None).solver.model_copy(update={"max_turns": max_turns})
+    search = make_backend(search_cfg)
     return policy, search, solver_context(solver, policy, search, greedy=True)
 
 

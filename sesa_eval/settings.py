@@ -6,12 +6,13 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from sesa_eval.records import weights_fingerprint
 from sesa_graph.config import JudgeConfig, SolverConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from tools.config import SearchConfig
+from tools.config_model import ConfigModel, PathValue
 
 BankMode = Literal["closed", "off", "on", "placebo", "oracle"]
 BANK_MODES: tuple[str, ...] = ("closed", "off", "on", "placebo", "oracle")
@@ -21,22 +22,20 @@ LOCAL_JUDGE_TIMEOUT_S = 600.0
 _JUDGE_NOT_IDENTITY = {"timeout_s", "connect_timeout_s", "retries", "max_consecutive_failures", "api_key_env"}
 
 
-class EvalSettings(BaseModel):
+class EvalSettings(ConfigModel):
     """One eval. The field descriptions are the CLI's help texts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(
         description="Eval name; output goes to <out-root>/<name>/. Rerunning the same name resumes."
     )
-    out_root: Path = Field(Path("evals"), description="Directory holding the evals.")
+    out_root: PathValue = Field(Path("evals"), description="Directory holding the evals.")
     datasets: list[str] = Field(
         default_factory=list,
         description="Datasets, comma-separated: names in "
         "--data-dir, .jsonl paths, or hf:<repo>[:<config>[:<split>]]. Default: every "
         "*.jsonl in --data-dir.",
     )
-    data_dir: Path | None = Field(
+    data_dir: PathValue | None = Field(
         None,
         description="Directory of FlashRAG-style JSONL datasets "
         '({"id", "question", "golden_answers"} per line), named by file stem.',
@@ -57,7 +56,7 @@ class EvalSettings(BaseModel):
         "ceiling: the question's answer-bearing document is the first observation; questions without one "
         "are counted, not run). E.g. closed,off,on,oracle.",
     )
-    bank: Path | None = Field(
+    bank: PathValue | None = Field(
         None,
         description="Skill bank directory (or a run directory holding memory/) "
         "for modes on and placebo; opened read-only. Also checked for hygiene.",
@@ -123,8 +122,11 @@ class EvalSettings(BaseModel):
             # judge requests queue behind the solver's batches on a local policy (and a local judge model
             # shares the CPU with it): 30 s would fail them
             self.judge = self.judge.model_copy(update={"timeout_s": LOCAL_JUDGE_TIMEOUT_S})
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
-            raise ValueError(f"eval name {self.name!r}: use letters, digits, '.', '_' and '-' only")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", self.name):
+            shown = self.name if len(self.name) <= 100 else self.name[:100] + "..."
+            raise ValueError(
+                f"eval name {shown!r}: use letters, digits, '.', '_' and '-' only, at most 100 characters"
+            )
         return self
 
     def _local_judge(self) -> bool:

@@ -17,7 +17,9 @@ from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
 from sesa_graph.train_config import TrainConfig, check_train_layout
 from tools.config import SearchConfig
+from tools.config_model import check_http_url
 
+MAX_RUN_NAME = 100
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
 
 
@@ -160,6 +162,11 @@ class JudgeConfig(Strict):
         "match alone; 0 never stops.",
     )
 
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, base_url: str | None) -> str | None:
+        return base_url if base_url is None else check_http_url(base_url)
+
     @model_validator(mode="after")
     def _endpoint(self) -> JudgeConfig:
         if self.kind == "openai" and not (self.base_url and self.model):
@@ -194,7 +201,12 @@ class RunConfig(Strict):
     """Everything one run needs. Sub-sections mirror the layers."""
 
     name: str = Field("tiny-cpu", description="Run name; outputs go to runs/<name>/.")
-    seed: int = Field(0, description="Seed for target sampling and generation.")
+    seed: int = Field(
+        0,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed for target sampling and generation (numpy's range: 0 to 2**32-1).",
+    )
     solver_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The solver policy.")
     proposer_policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The proposer policy.")
     search: SearchConfig = Field(
@@ -232,10 +244,20 @@ class RunConfig(Strict):
     @classmethod
     def _plain_name(cls, name: str) -> str:
         # the name becomes runs/<name>/: a separator, '..' or an absolute path would write elsewhere
-        if not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+        # a control character (a newline) would split log lines and listings; past ~100 characters the
+        # run's deepest paths (checkpoints, shards) pass the file system's 255-byte name limit
+        if (
+            not name
+            or name in (".", "..")
+            or any(c in name for c in "/\\")
+            or name != name.strip()
+            or not name.isprintable()
+            or len(name) > MAX_RUN_NAME
+        ):
             raise ValueError(
-                f"run name {name!r} must be a plain directory name: not empty, no '/', '\\' or NUL, not '.' "
-                "or '..', no leading or trailing spaces (e.g. tiny-cpu-2)"
+                f"run name {name[:MAX_RUN_NAME]!r}{'...' if len(name) > MAX_RUN_NAME else ''} must be a plain "
+                f"directory name: not empty, at most {MAX_RUN_NAME} characters, no '/', '\\' or control "
+                "characters, not '.' or '..', no leading or trailing spaces (e.g. tiny-cpu-2)"
             )
         return name
 

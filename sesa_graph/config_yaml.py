@@ -8,13 +8,21 @@ Kept apart from :mod:`sesa_graph.config` (the schema) so each stays small; ``ses
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from tools.config_model import error_text
 from tools.errors import UserError
+from tools.inputs import read_bytes_bounded
+
+# A config is a few KiB of hand-written YAML; these bound what a hostile one can make the parser do (an
+# alias "billion laughs" expands exponentially; a deep nesting exhausts the stack; a huge file the memory).
+MAX_CONFIG_BYTES = 1 * 2**20
+MAX_DEPTH = 32
 
 
 class ConfigError(UserError, ValueError):
@@ -30,10 +38,33 @@ def _at(where: str, line: int, column: int | None = None) -> str:
 
 
 class _ConfigLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys: plain YAML keeps the last one, so a config that sets a key
-    twice would silently run with whichever came second."""
+    """SafeLoader that refuses duplicate keys (plain YAML keeps the last one, so a config that sets a key
+    twice would silently run with whichever came second), anchors and aliases (a few hundred bytes of
+    nested aliases expand to more than any memory: refused outright, a config can write its values out)
+    and nesting deeper than :data:`MAX_DEPTH`."""
 
     where = "<config>"
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            sign = "*" if isinstance(event, yaml.AliasEvent) else "&"
+            raise ConfigError(
+                f"{_at(self.where, event.start_mark.line + 1)}: YAML anchors and aliases ({sign}{anchor}) are "
+                "not allowed in a config; write the value out where it is used"
+            )
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise ConfigError(
+                    f"{_at(self.where, event.start_mark.line + 1)}: nested deeper than {MAX_DEPTH} levels; a "
+                    "config's sections are a few levels deep"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[tuple[str, str], int] = {}
@@ -49,6 +80,17 @@ class _ConfigLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 (PyYAML's) reads yes/no/on/off as booleans, so `mode: off` became false and `use_seeds: yes`
+# a guess; only true/false are booleans here (YAML 1.2's rule), the rest stay the text they are.
+_ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def _lines(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
@@ -94,12 +136,16 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The mapping a config file holds (empty for an empty file) and the line of each key."""
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
+    try:  # a FIFO, device or directory is refused before it is opened; a huge file before it is read
+        raw = read_bytes_bounded(path, "config file", MAX_CONFIG_BYTES)
+    except ConfigError:
+        raise
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8-sig")  # (a byte-order mark some editors write is no content)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     data, lines = parse_yaml(text, str(path))
     if data is None:
         return {}, {}
@@ -117,10 +163,20 @@ def literal(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def _plain_scalar(text: str) -> Any:
+    """What YAML reads ``text`` as, unquoted (None for text it cannot read)."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)
+    except (yaml.YAMLError, ConfigError, RecursionError):
+        return None
+
+
 def show(value: Any) -> str:
     """An override value as the user would have typed it."""
     if isinstance(value, str):
-        return literal(value)
+        # a string YAML would read as something else was quoted when typed ("4"): shown quoted
+        quoted = len(value) < 80 and not isinstance(_plain_scalar(value), str)
+        return json.dumps(value) if quoted else literal(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
@@ -171,7 +227,7 @@ def validation_message(
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
+        msg = error_text(err)
         if err["type"] == "extra_forbidden":
             msg = "unknown key (not a field of this section; `sesa config show` lists them)"
         exact = [k for k in overrides if key == k or key.startswith(k + ".")]

@@ -4,63 +4,18 @@ Every field's description is its documentation; unknown keys are errors."""
 
 from __future__ import annotations
 
-import types
-import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from tools.config_model import ConfigModel, check_http_url
 
 
-def _number_type(annotation: Any) -> bool:
-    """Whether a field holds an int or float (optional or not), not a bool."""
-    args = (
-        typing.get_args(annotation)
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-        else ()
-    )
-    kinds = set(args or (annotation,)) - {type(None)}
-    return bool(kinds) and kinds <= {int, float}
+class Strict(ConfigModel):
+    """Run-config base: :class:`tools.config_model.ConfigModel` (strict values, unknown keys are errors),
+    with each assignment validated too."""
 
-
-def _bools_in(model: type[BaseModel], value: Any, prefix: str = "") -> list[str]:
-    """Keys of a raw section dict that give a bool to a number field (recursing into sub-sections)."""
-    if not isinstance(value, dict):
-        return []
-    out = []
-    for name, field in model.model_fields.items():
-        v = value.get(name)
-        if isinstance(v, bool) and _number_type(field.annotation):
-            out.append(prefix + name)
-        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            out += _bools_in(field.annotation, v, f"{prefix}{name}.")
-    return out
-
-
-class Strict(BaseModel):
-    """Config base: unknown keys are errors, and so is a bool given for a number (pydantic's lax mode reads
-    `max_turns: true` as 1; a float with a fraction for an int is refused already)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
-        field = cls.model_fields.get(info.field_name)
-        if field is None:
-            return value
-        if isinstance(value, bool) and _number_type(field.annotation):
-            raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
-        annotation = field.annotation
-        if (
-            isinstance(annotation, type)
-            and issubclass(annotation, BaseModel)
-            and not issubclass(annotation, Strict)
-        ):
-            # sections of the lower layers (search, memory) are plain pydantic models: checked from here
-            bad = _bools_in(annotation, value)
-            if bad:
-                raise ValueError(f"{', '.join(bad)}: expected a number, got a boolean")
-        return value
+    model_config = ConfigDict(validate_assignment=True)
 
 
 class PolicyConfig(Strict):
@@ -251,6 +206,13 @@ class PolicyConfig(Strict):
         "its URL.",
     )
 
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, base_url: str | list[str] | None) -> str | list[str] | None:
+        for url in [base_url] if isinstance(base_url, str) else base_url or []:
+            check_http_url(url)
+        return base_url
+
     @model_validator(mode="after")
     def _endpoint(self) -> PolicyConfig:
         if self.backend == "openai" and not self.base_url:
@@ -384,6 +346,11 @@ class EndpointConfig(Strict):
         description="For base_url: the longest one request may take, all attempts and pauses together -- a "
         "server that accepts and never answers fails after this, with an error naming its URL.",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, base_url: str | None) -> str | None:
+        return base_url if base_url is None else check_http_url(base_url)
 
     @model_validator(mode="after")
     def _one_source(self) -> EndpointConfig:

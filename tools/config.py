@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from tools.config_model import ConfigModel, check_http_url
 
 
-class SearchConfig(BaseModel):
+class SearchConfig(ConfigModel):
     """Which search backend to use and how; ``tools.backends.make_backend`` turns it into a backend."""
-
-    model_config = ConfigDict(extra="forbid")
 
     backend: Literal["bm25", "dense", "http"] = Field(
         "bm25",
@@ -70,6 +70,4 @@ class SearchConfig(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if not url.strip().lower().startswith(("http://", "https://")):
-            raise ValueError(f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000)")
-        return url
+        return check_http_url(url)

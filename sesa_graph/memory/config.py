@@ -8,18 +8,19 @@ helpful - hurt < 0, and a cap of 800 skills (lowest score out).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from tools.config_model import ConfigModel, PathValue
 
 MemoryMode = Literal["on", "off", "static", "placebo"]
 
 
-class MemoryConfig(BaseModel):
+class MemoryConfig(ConfigModel):
     """How the skill bank is retrieved from, credited, grown and pruned."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(validate_assignment=True)
 
     mode: MemoryMode = Field(
         "on",
@@ -138,7 +139,7 @@ class MemoryConfig(BaseModel):
         description="After this many consolidations in a row fail with a distiller error, commit() raises "
         "instead of reporting (a dead distiller must not quietly turn 'on' into 'static').",
     )
-    seeds_file: Path | None = Field(
+    seeds_file: PathValue | None = Field(
         None,
         description="YAML of permanent seed skills; None is the 15 shipped in sesa_graph/memory/seeds.yaml.",
     )
@@ -147,7 +148,7 @@ class MemoryConfig(BaseModel):
         description="Start a new bank with the seed skills. False with no priming_files is an empty bank: the "
         "paper's 'w/o priming' row (`sesa train --no-priming`).",
     )
-    priming_files: list[Path] = Field(
+    priming_files: list[PathValue] = Field(
         default_factory=list,
         description="Extra YAML skill files loaded when a bank is created (e.g. written by `sesa bank mine`); "
         "their skills are evictable.",
