@@ -37,7 +37,7 @@ def policy_serve(
         "--api-key-env",
         help="Environment variable holding the token the server requires (vLLM engine).",
     ),
-    port: int = typer.Option(8000, help="Port."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (engine local: 0 picks a free one)."),
     served_name: str | None = typer.Option(
         None, help="Model name clients send (default: --model as given, the name a config's `model:` uses)."
     ),
@@ -65,6 +65,9 @@ def policy_serve(
     Point rollouts at it with `sesa rollout --base-url http://127.0.0.1:PORT/v1` or a config's
     `backend: openai, base_url: ...`.
     """
+    if served_name is not None and not served_name.strip():
+        raise UserError("--served-name is empty; give the name clients send as `model`, or leave it out")
+    _check_model(model)
     if check_engine(engine) == "local":
         _serve_local(model, host, port, served_name, device, threads)
         return
@@ -99,7 +102,10 @@ def policy_serve(
         raise UserError(
             f"sesa policy serve: {reasons or exc} (flags here: --allow-remote, --api-key-env NAME)"
         ) from None
-    spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
+    try:
+        spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
+    except (ValueError, FileNotFoundError) as exc:  # an unset --api-key-env variable, an unbuilt model
+        raise UserError(f"sesa policy serve: {exc}") from None
     server = VLLMServer(spec)
     signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops the server too
     console.print(
@@ -123,6 +129,17 @@ def policy_serve(
         server.stop()
 
 
+def _check_model(model: str) -> None:
+    """A --model written as a path must be a directory: otherwise it would be taken for a Hugging Face id
+    and fail minutes later, in vLLM's log or a traceback."""
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
+        what = "a file" if Path(model).expanduser().exists() else "missing"
+        raise UserError(
+            f"--model {model}: {what}, not a model directory (config.json and weights); give a directory, "
+            "'embedded' or a Hugging Face id"
+        )
+
+
 def _serve_local(
     model: str, host: str, port: int, served_name: str | None, device: str, threads: int | None
 ) -> None:
@@ -138,12 +155,23 @@ def _serve_local(
     except OSError as exc:
         typer.echo(f"error: {exc.strerror or exc} (--host {host}, --port {port})", err=True)
         raise typer.Exit(2) from None
+    import torch
+
+    try:
+        torch.device(device)
+    except RuntimeError:
+        sock.close()
+        raise UserError(f"--device {device!r} is not a torch device; give cpu, cuda or cuda:N") from None
     from sesa_graph.policy.local import LocalPolicy
     from sesa_graph.policy.serve import build_app
     from tools.server import serve_app
 
     name = served_name or model
     console.print(f"loading {model} ...")
-    policy = LocalPolicy(model, device=device, threads=threads)
+    try:
+        policy = LocalPolicy(model, device=device, threads=threads)
+    except FileNotFoundError as exc:  # embedded-warm before `sesa warmup`
+        sock.close()
+        raise UserError(str(exc)) from None
     console.print(f"serving {name!r} at http://{host}:{sock.getsockname()[1]}/v1 -- Ctrl-C stops it")
     serve_app(build_app(policy, name), sock=sock)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 from tools.backends import SearchBackend
 from tools.corpus import Doc, join_contents
 from tools.errors import UserError
+from tools.request_body import BadRequest, JsonBodyGuard
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ def _invalid(field: list, msg: str) -> JSONResponse:
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
+def _detail(exc: BadRequest) -> dict:
+    # a refused body in the same shape as the route's own 422s
+    loc = ["body", *([exc.param] if exc.param else [])]
+    return {"detail": [{"type": "value_error", "loc": loc, "msg": exc.message}]}
+
+
 def create_app(
     backend: SearchBackend,
     default_k: int = 3,
@@ -66,6 +73,8 @@ def create_app(
     max_query_chars: int = MAX_QUERY_CHARS,
 ) -> FastAPI:
     app = FastAPI(title="sesa-graph retrieval server")
+    # bounded bodies, and no NaN reaching a 422 that cannot be serialised (a bare 500)
+    app.add_middleware(JsonBodyGuard, paths={"/retrieve"}, render=_detail)
     started = time.monotonic()
     docs = getattr(backend, "docs", None)
 
@@ -130,6 +139,9 @@ def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     if not host.strip():
         # socket.bind treats "" as every interface: an empty --host must not expose the server.
         raise HostError("--host is empty; give 127.0.0.1 (this machine only) or the interface to serve on")
+    if not 0 <= port <= 65535:
+        # socket.bind raises OverflowError, which no caller reads as the user's mistake
+        raise HostError(f"--port {port} is not a TCP port; give one in 1-65535 (0: any free one)")
     if not _loopback(host):
         log.warning(
             "binding %s:%d: the server is reachable from other machines, with no authentication", host, port

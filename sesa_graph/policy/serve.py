@@ -4,9 +4,10 @@ It serves ``/v1/completions`` with vLLM's fields (token-id or text prompts, ``ma
 ``top_p``, ``stop``, ``seed``, ``logprobs=0``, ``return_token_ids``, ``include_stop_str_in_output``) so that
 rollouts, evaluation and tests exercise the endpoint path where vLLM cannot run, and ``/v1/chat/completions``
 (the tokenizer's chat template, with ``chat_template_kwargs``) so that the official ``openai`` client works.
-Requests are validated before they join a batch (:mod:`sesa_graph.policy.serve_requests`); what this server
-does not implement is refused with a 400 that says so. ``stream=True`` is answered as a stream whose text
-arrives in one chunk once the completion is done (the local policy generates a whole batch at once).
+Requests are validated before they join a batch (:mod:`sesa_graph.policy.serve_requests`, through the body
+guard of :mod:`tools.request_body`); what this server does not implement is refused with a 400 that says so.
+``stream=True`` is answered as a stream whose text arrives in one chunk once the completion is done (the
+local policy generates a whole batch at once).
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, SamplingParams
 from sesa_graph.policy.local import LocalPolicy
 from sesa_graph.policy.serve_requests import (
+    KINDS,
     ChatRequest,
     CompletionRequest,
     RequestError,
     chat_messages,
+    check_body,
     check_model,
     parse,
     prompt_ids,
 )
 from sesa_graph.policy.stops import first_stop
+from tools.request_body import JsonBodyGuard
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,8 @@ COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/comple
 def build_app(policy: LocalPolicy, served_name: str | None = None) -> FastAPI:
     served = served_name or policy.name
     app = FastAPI(title=f"sesa policy serve ({served})")
+    # the same bounded body reading and schema as the front sesa puts before vLLM
+    app.add_middleware(JsonBodyGuard, paths=KINDS, check=check_body)
 
     @app.exception_handler(RequestError)
     async def refused(_: Request, exc: RequestError) -> JSONResponse:

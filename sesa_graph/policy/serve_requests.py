@@ -1,35 +1,42 @@
-"""The request bodies ``sesa policy serve`` accepts, and the checks that turn a bad one into a 4xx.
+"""The request bodies the project's policy servers accept, and the checks that turn a bad one into a 4xx.
 
-Every field a request may carry is declared here: an unknown field, a known OpenAI/vLLM option this server
-does not implement, or a value out of range is refused with a message naming the field, so that no option is
-silently ignored. The checks run before a request joins a batch, so a bad request never reaches the model.
+One schema for both servers ``sesa policy serve`` starts: the in-process server (:mod:`sesa_graph.policy.serve`)
+and the front put before vLLM (:mod:`sesa_graph.policy.vllm_validate`), whose own request models accept and
+ignore unknown fields and take ``seed: -1`` or ``max_tokens: "8"``. Every field a request may carry is
+declared here, strictly typed (``"8"`` and ``true`` are not numbers) and finite; an unknown field or a value
+out of range is refused with a message naming the field, so that no option is silently ignored or coerced.
+The in-process server also refuses the OpenAI/vLLM options it does not implement (:func:`refuse_unserved`).
+The checks run before a request joins a batch, so a bad request never reaches the model.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tools.request_body import BadRequest, json_object
+
+RequestError = BadRequest  # the name this package's servers and tests use for a refused request
 USE_VLLM = "not supported by sesa policy serve; use vLLM"
+COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
 
-
-class RequestError(Exception):
-    """A request the server refuses; rendered as OpenAI's error body with ``param`` naming the field."""
-
-    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.message, self.param, self.status = message, param, status
-
-    def body(self) -> dict[str, Any]:
-        kind = {400: "BadRequestError", 404: "NotFoundError"}.get(self.status, "InternalServerError")
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
+# Bounds on one request. vLLM takes more (any seed, logprobs=-1: the whole vocabulary per token, any n), and
+# each is a way for one client to make the server build a giant answer; nothing the project sends comes near.
+MAX_TOKENS = 2**31 - 1
+MIN_TEMPERATURE = 1e-2  # vLLM raises smaller ones to this silently; the local policy overflows near 1e-38
+MAX_N = 64
+MAX_LOGPROBS = 20  # OpenAI's limit for top_logprobs
+MAX_STOPS = 32
+MAX_STOP_CHARS = 1000
+MAX_PENALTY = 2.0  # OpenAI's range for presence/frequency penalties is [-2, 2]
+MAX_LOGIT_BIAS = 100.0
+ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 
 
 class _Sampling(BaseModel):
     # strict: `max_tokens: true` or `"8"` is a client bug to report, not a value to coerce
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     model: str | None = None
     max_tokens: int | None = None
@@ -39,12 +46,11 @@ class _Sampling(BaseModel):
     seed: int | None = None
     n: int = 1
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: dict[str, bool] | None = None
     user: str | None = None  # an end-user id for abuse tracking; nothing to do with sampling
-    # known OpenAI/vLLM options, declared so that a non-default value gets a clear refusal
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    logit_bias: dict[str, Any] | None = None
+    logit_bias: dict[str, float] | None = None
     # vLLM's extras that the project's own client sends
     include_stop_str_in_output: bool = False
     return_token_ids: bool = False
@@ -65,50 +71,146 @@ class ChatRequest(_Sampling):
     top_logprobs: int | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
-    tools: Any = None
-    tool_choice: Any = None
-    functions: Any = None
-    function_call: Any = None
-    response_format: Any = None
-    parallel_tool_calls: Any = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
 
 
-def parse(raw: bytes, kind: type[_Sampling]) -> Any:
-    """The request body as ``kind``; :class:`RequestError` naming the first bad field otherwise."""
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise RequestError(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise RequestError("the request body must be a JSON object")
+KINDS: dict[str, type[_Sampling]] = {COMPLETIONS: CompletionRequest, CHAT: ChatRequest}
+
+
+def validate(data: dict[str, Any], kind: type[_Sampling]) -> Any:
+    """``data`` (a parsed body) as ``kind``, its values in range: :class:`RequestError` naming the first bad
+    field otherwise. What both servers check; the in-process one then also calls :func:`refuse_unserved`."""
     try:
         req = kind.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "body"
         if err["type"] == "extra_forbidden":
-            raise RequestError(f"unknown field {field!r}: {USE_VLLM}", field) from None
-        raise RequestError(f"{field}: {err['msg']} (got {err.get('input')!r})", field) from None
-    _check_sampling(req)
+            known = ", ".join(sorted(kind.model_fields))
+            raise RequestError(f"unknown field {field!r}; this server takes: {known}", field) from None
+        got = repr(err.get("input"))
+        got = got if len(got) <= 80 else got[:77] + "..."
+        raise RequestError(f"{field}: {err['msg']} (got {got})", field) from None
+    _check_values(req)
+    if isinstance(req, CompletionRequest):
+        problem = prompt_problem(req.prompt)
+        if problem:
+            raise RequestError(problem, "prompt")
+    else:
+        _check_messages(req.messages)
     return req
+
+
+def check_body(path: str, data: dict[str, Any]) -> None:
+    """:func:`validate` for a POST to ``path`` (one of :data:`KINDS`); the hook of the body guard."""
+    if path in KINDS:
+        validate(data, KINDS[path])
+
+
+def parse(raw: bytes, kind: type[_Sampling]) -> Any:
+    """The in-process server's request: the body validated as ``kind``, and refused when it asks for what
+    this server does not implement."""
+    req = validate(json_object(raw), kind)
+    refuse_unserved(req)
+    return req
+
+
+def _range(param: str, value: Any, ok: bool, rule: str) -> None:
+    if not ok:
+        raise RequestError(f"{param} must be {rule}, got {value!r}", param)
+
+
+def _check_values(req: _Sampling) -> None:
+    if req.max_tokens is not None:
+        _range("max_tokens", req.max_tokens, 1 <= req.max_tokens, "at least 1")
+        _range("max_tokens", req.max_tokens, req.max_tokens <= MAX_TOKENS, f"at most {MAX_TOKENS}")
+    t = req.temperature
+    _range("temperature", t, t >= 0, ">= 0 (0 = greedy)")
+    _range("temperature", t, t == 0 or t >= MIN_TEMPERATURE, f"0 (greedy) or >= {MIN_TEMPERATURE}")
+    _range("top_p", req.top_p, 0 < req.top_p <= 1, "in (0, 1]")
+    if req.seed is not None:
+        _range("seed", req.seed, 0 <= req.seed < 2**63, "in [0, 2**63)")
+    stops = [req.stop] if isinstance(req.stop, str) else req.stop or []
+    _range("stop", len(stops), len(stops) <= MAX_STOPS, f"at most {MAX_STOPS} strings")
+    for s in stops:
+        if not s:
+            raise RequestError("stop: an empty stop string would end every completion at once", "stop")
+        _range("stop", len(s), len(s) <= MAX_STOP_CHARS, f"strings of at most {MAX_STOP_CHARS} characters")
+    _range("n", req.n, 1 <= req.n <= MAX_N, f"in [1, {MAX_N}]")
+    for name in ("presence_penalty", "frequency_penalty"):
+        v = getattr(req, name)
+        if v is not None:
+            _range(name, v, -MAX_PENALTY <= v <= MAX_PENALTY, f"in [-{MAX_PENALTY}, {MAX_PENALTY}]")
+    for token, bias in (req.logit_bias or {}).items():
+        where = f"logit_bias.{token}"
+        _range(where, token, token.isdigit(), "keyed by a token id (a string of digits)")
+        _range(where, bias, abs(bias) <= MAX_LOGIT_BIAS, f"in [-{MAX_LOGIT_BIAS}, {MAX_LOGIT_BIAS}]")
+    if req.stream_options:
+        extra = set(req.stream_options) - {"include_usage", "continuous_usage_stats"}
+        _range("stream_options", req.stream_options, not extra, "include_usage/continuous_usage_stats only")
+    if isinstance(req, CompletionRequest):
+        if req.logprobs is not None:
+            _range("logprobs", req.logprobs, 0 <= req.logprobs <= MAX_LOGPROBS, f"in [0, {MAX_LOGPROBS}]")
+        if req.best_of is not None:
+            _range("best_of", req.best_of, req.n <= req.best_of <= MAX_N, f"in [n, {MAX_N}]")
+    if isinstance(req, ChatRequest):
+        if req.max_completion_tokens is not None:
+            _range(
+                "max_completion_tokens",
+                req.max_completion_tokens,
+                1 <= req.max_completion_tokens,
+                "at least 1",
+            )
+        if req.top_logprobs is not None:
+            top = req.top_logprobs
+            _range("top_logprobs", top, 0 <= top <= MAX_LOGPROBS, f"in [0, {MAX_LOGPROBS}]")
+
+
+def prompt_problem(p: Any) -> str | None:
+    """Why ``p`` is no completion prompt (None when it is one): a non-empty text, a non-empty list of
+    non-negative token ids, or a batch of either."""
+    if isinstance(p, str):
+        return None if p else "prompt is empty"
+    if not isinstance(p, list):
+        return "prompt must be a string or a list of token ids"
+    if not p:
+        return "prompt is empty"
+    if all(isinstance(x, (str, list)) for x in p):
+        problems = [prompt_problem(x) for x in p]
+        if any(isinstance(x, list) and any(isinstance(y, list) for y in x) for x in p):
+            return "prompt: a batch holds texts or lists of token ids, not deeper lists"
+        return next((f"prompt[{i}]: {m}" for i, m in enumerate(problems) if m), None)
+    for i, t in enumerate(p):
+        if not isinstance(t, int) or isinstance(t, bool) or t < 0:
+            return f"prompt[{i}]: token id {t!r} is not a non-negative integer"
+    return None
+
+
+def _check_messages(msgs: Any) -> None:
+    if not isinstance(msgs, list) or not msgs:
+        raise RequestError("messages must be a non-empty list of {role, content}", "messages")
+    for i, m in enumerate(msgs):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            role = m.get("role") if isinstance(m, dict) else m
+            raise RequestError(f"{where}.role must be one of {sorted(ROLES)}, got {role!r}", f"{where}.role")
+        if not isinstance(m.get("content"), (str, list, type(None))):
+            raise RequestError(
+                f"{where}.content must be a string or a list of content parts", f"{where}.content"
+            )
 
 
 def _refuse(param: str, value: Any, allowed: str) -> None:
     raise RequestError(f"{param}={value!r} is {USE_VLLM} (this server takes {allowed})", param)
 
 
-def _check_sampling(req: _Sampling) -> None:
-    if req.max_tokens is not None and req.max_tokens < 1:
-        raise RequestError(f"max_tokens must be at least 1, got {req.max_tokens}", "max_tokens")
-    if req.temperature < 0:
-        raise RequestError(f"temperature must be >= 0 (0 = greedy), got {req.temperature}", "temperature")
-    if not 0 < req.top_p <= 1:
-        raise RequestError(f"top_p must be in (0, 1], got {req.top_p}", "top_p")
-    if req.seed is not None and not 0 <= req.seed < 2**63:
-        raise RequestError(f"seed must be in [0, 2**63), got {req.seed}", "seed")
-    for s in [req.stop] if isinstance(req.stop, str) else req.stop or []:
-        if not s:
-            raise RequestError("stop: an empty stop string would end every completion at once", "stop")
+def refuse_unserved(req: _Sampling) -> None:
+    """The in-process server's refusals: options vLLM implements and it does not."""
     if req.n != 1:
         _refuse("n", req.n, "n=1; send n requests instead")
     for name in ("presence_penalty", "frequency_penalty"):
@@ -129,8 +231,6 @@ def _check_sampling(req: _Sampling) -> None:
             _refuse("logprobs", req.logprobs, "logprobs=0: the sampled tokens' log-probs, no alternatives")
     if isinstance(req, ChatRequest):
         if req.max_tokens is None and req.max_completion_tokens is not None:
-            if req.max_completion_tokens < 1:
-                raise RequestError("max_completion_tokens must be at least 1", "max_completion_tokens")
             req.max_tokens = req.max_completion_tokens
         if req.top_logprobs not in (None, 0):
             _refuse("top_logprobs", req.top_logprobs, "top_logprobs=0")
@@ -152,38 +252,31 @@ def check_model(req: _Sampling, served: str) -> None:
 
 
 def prompt_ids(req: CompletionRequest, encode: Any, check_ids: Any) -> list[int]:
-    """The completion prompt as token ids: one text or one list of token ids, non-empty, in the vocabulary."""
+    """The completion prompt as token ids: one text or one list of token ids, non-empty, in the vocabulary
+    (:func:`validate` has checked its shape)."""
     p = req.prompt
-    if isinstance(p, list) and p and all(isinstance(x, (str, list)) for x in p):
+    if isinstance(p, list) and all(isinstance(x, (str, list)) for x in p):
         raise RequestError(
             "prompt: a batch of prompts is not supported; send one request per prompt", "prompt"
         )
-    if isinstance(p, str):
-        ids = encode(p)
-    elif isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
-        ids = list(p)
-        problem = check_ids(ids)
-        if problem:
-            raise RequestError(problem, "prompt")
-    else:
-        raise RequestError("prompt must be a string or a list of token ids", "prompt")
+    ids = encode(p) if isinstance(p, str) else list(p)
+    problem = None if isinstance(p, str) else check_ids(ids)
+    if problem:
+        raise RequestError(problem, "prompt")
     if not ids:
         raise RequestError("prompt is empty", "prompt")
     return ids
 
 
 def chat_messages(req: ChatRequest) -> list[dict[str, str]]:
-    """The chat messages as ``{role, content}`` with text content (text parts are joined)."""
-    msgs = req.messages
-    if not isinstance(msgs, list) or not msgs:
-        raise RequestError("messages must be a non-empty list of {role, content}", "messages")
+    """The chat messages as ``{role, content}`` with text content (text parts are joined); the in-process
+    server's chat template takes no tool or developer turns."""
     out = []
-    for i, m in enumerate(msgs):
+    for i, m in enumerate(req.messages):
         where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant"):
-            role = m.get("role") if isinstance(m, dict) else m
+        if m["role"] not in ("system", "user", "assistant"):
             raise RequestError(
-                f"{where}.role must be system, user or assistant, got {role!r}", f"{where}.role"
+                f"{where}.role must be system, user or assistant, got {m['role']!r}", f"{where}.role"
             )
         extra = set(m) - {"role", "content", "name"}
         if extra:

@@ -9,7 +9,9 @@ TRL and the local policy compute) and the worker extension of :mod:`sesa_graph.p
 The dev-mode endpoints that reload weights can replace what the server serves, so a server bound anywhere
 but loopback must have a token: with one, every route but ``/health`` requires ``Authorization: Bearer
 <token>`` (:mod:`sesa_graph.policy.vllm_auth`, vLLM's own ``--api-key`` guards only ``/v1``), and this
-module's client and reload send it.
+module's client and reload send it. Every server gets a validating front
+(:mod:`sesa_graph.policy.vllm_validate`) that refuses unknown or ill-typed request fields with a 400 naming
+the field.
 
 Weights move as files: a trainer publishes safetensors (``training.sync``), and :meth:`VLLMServer.reload`
 pauses the server (requests in flight finish on the old weights), reloads in place, refreshes a tied LM
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "sesa_graph.policy.vllm_worker.WeightReloadExtension"
 AUTH_MIDDLEWARE = "sesa_graph.policy.vllm_auth.BearerTokenMiddleware"
+VALIDATE_MIDDLEWARE = "sesa_graph.policy.vllm_validate.RequestValidator"
 _RUNNING: set[VLLMServer] = set()
 
 
@@ -134,6 +137,9 @@ class VLLMServer:
             "--worker-extension-cls",
             WORKER_EXTENSION,
             "--disable-uvicorn-access-log",
+            # vLLM accepts unknown fields and ill-typed values; the project's schema refuses them by name
+            "--middleware",
+            VALIDATE_MIDDLEWARE,
         ]
         if s.max_model_len:
             cmd += ["--max-model-len", str(s.max_model_len)]
@@ -141,7 +147,7 @@ class VLLMServer:
             cmd.append("--enforce-eager")
         if s.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
-        if s.token:
+        if s.token:  # added after the validator, so outside it: no answer but 401 without the token
             cmd += ["--middleware", AUTH_MIDDLEWARE]
         return cmd + list(s.extra_args)
 

@@ -40,7 +40,7 @@ def test_the_error_names_the_section_when_loaded_from_a_run_config():
 
 def test_the_server_gets_the_token_from_the_named_variable(monkeypatch):
     from sesa_graph.policy.factory import server_spec
-    from sesa_graph.policy.vllm_server import AUTH_MIDDLEWARE, VLLMServer
+    from sesa_graph.policy.vllm_server import AUTH_MIDDLEWARE, VALIDATE_MIDDLEWARE, VLLMServer
 
     cfg = PolicyConfig(host="0.0.0.0", allow_remote=True, api_key_env="SESA_TEST_TOKEN", port=8100)
     monkeypatch.delenv("SESA_TEST_TOKEN", raising=False)
@@ -52,7 +52,11 @@ def test_the_server_gets_the_token_from_the_named_variable(monkeypatch):
     assert spec.token == TOKEN and TOKEN not in repr(spec)
     server = VLLMServer(spec)
     cmd = server.command()
-    assert cmd[cmd.index("--middleware") + 1] == AUTH_MIDDLEWARE
+    # vLLM adds each --middleware outside the ones before it: the token is checked first
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--middleware"] == [
+        VALIDATE_MIDDLEWARE,
+        AUTH_MIDDLEWARE,
+    ]
     assert TOKEN not in " ".join(cmd)  # arguments are visible to every user of the machine
     env = server.env()
     assert env["SESA_VLLM_TOKEN"] == TOKEN and env["VLLM_SERVER_DEV_MODE"] == "1"
@@ -61,11 +65,11 @@ def test_the_server_gets_the_token_from_the_named_variable(monkeypatch):
 
 
 def test_without_a_token_nothing_changes_on_loopback_and_nothing_starts_elsewhere(monkeypatch):
-    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+    from sesa_graph.policy.vllm_server import AUTH_MIDDLEWARE, ServerSpec, ServerStartError, VLLMServer
 
     monkeypatch.setenv("SESA_VLLM_TOKEN", "inherited-from-elsewhere")
     plain = VLLMServer(ServerSpec("m", "m"))
-    assert "--middleware" not in plain.command() and plain.headers() == {}
+    assert AUTH_MIDDLEWARE not in plain.command() and plain.headers() == {}
     assert "SESA_VLLM_TOKEN" not in plain.env() and plain.env()["VLLM_SERVER_DEV_MODE"] == "1"
     with pytest.raises(ServerStartError, match="0.0.0.0 .* token"):
         VLLMServer(ServerSpec("m", "m", host="0.0.0.0", port=8101)).start()
