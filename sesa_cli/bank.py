@@ -110,10 +110,13 @@ def show(
             "stats: " + _short(", ".join(f"{k}={v}" for k, v in sorted(state["stats"].items())), 2000)
         )
     skills.sort(key=_SORT[sort.value], reverse=True)
-    table = Table()
-    for col in ("id", "cat", "ret", "help", "hurt", "step"):
+    table = Table(expand=True)
+    # on a narrow terminal the id and category are cut before the description is squeezed away
+    table.add_column("id", overflow="ellipsis", no_wrap=True, ratio=2)
+    table.add_column("cat", overflow="ellipsis", no_wrap=True, ratio=1)
+    for col in ("ret", "help", "hurt", "step"):
         table.add_column(col, no_wrap=True)
-    table.add_column("description", overflow="fold")
+    table.add_column("description", overflow="fold", ratio=4)
     for s in skills[: top or None]:
         table.add_row(
             _id(s.id) + ("*" if s.seed else ""),

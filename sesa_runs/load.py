@@ -92,8 +92,9 @@ def open_dir(path: str | Path) -> Run | Eval:
     if (p / "records.jsonl").is_file() or (p / "eval.json").is_file():
         return Eval(p)
     if not p.is_dir():
+        what = "is a file, not a directory" if p.exists() else "does not exist"
         raise RunNotFoundError(
-            f"{p} does not exist (expected a run directory runs/NAME or an eval directory evals/NAME)"
+            f"{p} {what} (expected a run directory runs/NAME or an eval directory evals/NAME)"
         )
     raise RunNotFoundError(
         f"{p} is neither a run directory (config.yaml is missing) nor an eval directory "

@@ -95,8 +95,8 @@ def test_mine_deduplicates_and_writes_a_priming_file(tmp_path, encoder):
     assert len(skills) == 8 and all(s.source == "mined" and s.id.startswith("m-") for s in skills)
     assert all(s.source_failures for s in skills)
     (run / "failures.jsonl").write_text('{"question": "q"}\nnot json\n')
-    res = runner.invoke(
-        bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller"]
+    res = runner.invoke(  # (--force: the first mine wrote that file)
+        bank_app, ["mine", str(run), "--out", str(out), "--distiller", "fakes:mining_distiller", "--force"]
     )
     assert res.exit_code == 2 and "failures.jsonl:2" in res.output
 
