@@ -203,10 +203,11 @@ def main() -> None:
     from sesa_graph.rollout.loop import RolloutContext, solver_spec
     from tools.backends import make_backend
     from tools.config import SearchConfig
+    from tools.config_model import updated
 
     solver_cfg = load_config(args.config).solver if args.config else SolverConfig()
-    if args.max_turns:
-        solver_cfg = solver_cfg.model_copy(update={"max_turns": args.max_turns})
+    if args.max_turns is not None:  # validated as the config key would be (0 or -1 is an error, not 2 turns)
+        solver_cfg = updated(solver_cfg, {"max_turns": args.max_turns})
     setting = (f"solver settings of {args.config}" if args.config else "SolverConfig defaults") + (
         f" ({solver_cfg.max_turns} turns, {solver_cfg.max_tokens_per_turn} tokens a turn, "
         f"docs of {solver_cfg.doc_chars} chars, last-turn <answer> forced: {solver_cfg.force_final_answer}), "

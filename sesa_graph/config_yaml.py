@@ -132,12 +132,14 @@ def parse_yaml(text: str, where: str) -> tuple[Any, dict[str, int]]:
         loader.dispose()
 
 
-def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The mapping a config file holds (empty for an empty file) and the line of each key."""
+def read_yaml_file(path: Path, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> tuple[Any, dict[str, int]]:
+    """The value of the YAML file ``path`` and the line of each dotted key, read as a config is: a regular
+    file of at most ``max_bytes``, UTF-8, no anchors or aliases, bounded nesting, no duplicate keys. Every
+    problem is a :class:`ConfigError` naming ``what`` and the file. For every YAML file a user names."""
     if not path.exists():
-        raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
+        raise ConfigError(f"{what} {path} does not exist")
     try:  # a FIFO, device or directory is refused before it is opened; a huge file before it is read
-        raw = read_bytes_bounded(path, "config file", MAX_CONFIG_BYTES)
+        raw = read_bytes_bounded(path, what, max_bytes)
     except ConfigError:
         raise
     except UserError as exc:
@@ -146,7 +148,14 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         text = raw.decode("utf-8-sig")  # (a byte-order mark some editors write is no content)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    data, lines = parse_yaml(text, str(path))
+    return parse_yaml(text, str(path))
+
+
+def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The mapping a config file holds (empty for an empty file) and the line of each key."""
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist (configs/ holds the shipped ones)")
+    data, lines = read_yaml_file(path, "config file")
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
@@ -157,10 +166,15 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
+LITERAL_CHARS = 120  # an echoed value past this is cut, so the message's point stays on screen
+
+
 def literal(text: str) -> str:
     """``text`` as it is, or quoted with escapes when it holds a line break or a control character (an error
-    message stays one readable line)."""
-    return text if text.isprintable() else repr(text)
+    message stays one readable line); cut past :data:`LITERAL_CHARS`."""
+    cut = f"...[{len(text)} characters]" if len(text) > LITERAL_CHARS else ""
+    text = text[:LITERAL_CHARS]
+    return (text if text.isprintable() else repr(text)) + cut
 
 
 def _plain_scalar(text: str) -> Any:

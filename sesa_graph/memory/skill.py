@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sesa_graph.config_yaml import ConfigError, read_yaml_file
 from sesa_graph.fsutil import write_yaml_atomic
 from sesa_graph.prompts import SkillText, render_skills
 from tools.errors import UserError
@@ -46,6 +46,9 @@ CATEGORIES = (
     "answer_format",
     "other",
 )
+
+
+MAX_SKILL_FILE_BYTES = 16 * 2**20  # a full bank (800 skills of at most a few hundred characters) is < 1 MiB
 
 
 class SkillFileError(UserError, ValueError):
@@ -129,12 +132,10 @@ def render_for_prompt(skills: Sequence[Skill], max_chars: int) -> str:
 def load_skill_file(path: str | Path) -> tuple[int, list[Skill]]:
     """Read a seeds/priming YAML file -> (its version, its skills). Errors name the file and the entry."""
     path = Path(path)
-    if not path.is_file():
-        raise SkillFileError(f"skill file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SkillFileError(f"{path}: not valid YAML: {exc}") from None
+    try:  # read as a config is: a regular file, bounded, no alias bombs
+        data, _ = read_yaml_file(path, "skill file", MAX_SKILL_FILE_BYTES)
+    except ConfigError as exc:
+        raise SkillFileError(str(exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("skills"), list):
         raise SkillFileError(f"{path}: expected a mapping with 'version' and a 'skills' list")
     version = data.get("version")

@@ -113,6 +113,43 @@ def fifo_with_writer(tmp: Path) -> Outcome:
         t.join()
 
 
+def nothing_written(tmp: Path, res) -> str | None:
+    """A check: a refused command left no run, eval or bank behind."""
+    made = [p.name for p in tmp.iterdir() if p.name not in ("fifo.yaml", "bad.yaml", ".sesa-home")]
+    return f"wrote {made} before refusing" if made else None
+
+
+def other_command(name: str, argv, make, *contains: str) -> object:
+    """A command other than config show given ``-c`` a bad config: refused before it writes anything."""
+    return cli(
+        AREA,
+        name,
+        lambda t: [*argv(t), "-c", make(t)],
+        contains=contains,
+        check=nothing_written,
+        timeout_s=20,
+    )
+
+
+def skill_file(name: str, make, *contains: str) -> object:
+    """A priming/seeds skill file (memory.priming_files, memory.seeds_file) read by the loader a new bank
+    uses: refused with a SkillFileError (a UserError) naming it, in bounded time and memory."""
+
+    @custom(AREA, name, timeout_s=10)
+    def row(tmp: Path) -> Outcome:
+        from sesa_graph.memory.skill import SkillFileError, load_skill_file
+
+        path = make(tmp)
+        try:
+            load_skill_file(path)
+        except SkillFileError as exc:
+            missing = [c for c in (str(path), *contains) if c not in str(exc)]
+            return Outcome("unclear", f"{exc} (missing {missing})") if missing else Outcome("clear", str(exc))
+        return Outcome("wrong", "accepted")
+
+    return row
+
+
 def rollout(name: str, *args: str, contains=()) -> object:
     # every row here must be refused before a model loads or a server starts (a few seconds at most)
     return cli(AREA, name, ["rollout", "who wrote hamlet?", *args], contains=contains, timeout_s=20)
@@ -185,6 +222,25 @@ ROWS = [
     special("-c /dev/urandom", lambda t: "/dev/urandom", "/dev/urandom", "not a regular file"),
     special("-c a 100 MB file", sparse_100mb, "huge.yaml", "larger than"),
     special("-c a missing file", lambda t: t / "nope.yaml", "nope.yaml", "does not exist"),
+    other_command("train -c /dev/zero", lambda t: ["train", "--runs-dir", t / "runs"], lambda t: "/dev/zero"),
+    other_command("train -c FIFO", lambda t: ["train", "--runs-dir", t / "runs"], fifo, "not a regular file"),
+    other_command(
+        'train -c with max_turns: "4"',
+        lambda t: ["train", "--runs-dir", t / "runs"],
+        lambda t: write(t / "bad.yaml", 'solver:\n  max_turns: "4"\n'),
+        "bad.yaml:2",
+        "solver.max_turns",
+    ),
+    other_command("eval -c FIFO", lambda t: ["eval", "--out-root", t / "evals"], fifo, "not a regular file"),
+    other_command("plan -c FIFO", lambda t: ["plan"], fifo, "not a regular file"),
+    other_command("policy serve -c FIFO", lambda t: ["policy", "serve"], fifo, "not a regular file"),
+    skill_file(
+        "skill file: alias bomb",
+        lambda t: write(t / "s.yaml", "version: 1\nskills: []\nx:\n" + ALIAS_BOMB),
+        "alias",
+    ),
+    skill_file("skill file: FIFO", fifo, "not a regular file"),
+    skill_file("skill file: a directory", directory, "is a directory"),
     # encodings and layout
     bad("Latin-1 bytes (not UTF-8)", b"name: caf\xe9\n", "UTF-8"),
     bad("UTF-16 file", "solver:\n  max_turns: 4\n".encode("utf-16"), "UTF-8"),
