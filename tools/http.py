@@ -5,7 +5,10 @@
 ``url`` may be the server's base URL or already end in ``/retrieve`` (Search-R1 configs give the latter).
 Connection errors, timeouts and 5xx answers are retried with exponential backoff; after the last retry
 (or on a 4xx / malformed answer, which retrying cannot fix) :class:`SearchUnavailableError` is raised,
-naming the endpoint, the attempts and the time spent.
+naming the endpoint, the attempts and the time spent. An answer is untrusted bytes: read up to a cap that
+grows with the documents asked for, and refused (naming the field) unless it holds one list per query of at
+most ``topk`` hits, each with string ``contents`` under :data:`MAX_DOC_CHARS`, a string or integer id and a
+finite score.
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ import httpx
 from tools.backends import SearchUnavailableError, search_nonempty
 from tools.corpus import Doc, split_contents
 from tools.errors import UserError
+from tools.replies import ReplyError, check_status, field, finite, parse_json, read_capped, snippet
+
+MAX_DOC_CHARS = 1_000_000
+"""The longest document text accepted from a retrieval server (a passage is about 600 characters; a whole
+article rarely passes 200 000): past it, the answer is refused rather than fed to a model's context."""
+BASE_BYTES = 256 * 1024
+"""Body cap of an answer before its documents: the JSON around them, an error page."""
 
 
 class SearchUrlError(UserError, ValueError):
@@ -57,50 +67,55 @@ class HttpBackend:
         return search_nonempty(queries, lambda qs: self._search(qs, k))
 
     def _search(self, queries: list[str], k: int) -> list[list[Doc]]:
-        answer = self._post({"queries": queries, "topk": k, "return_scores": True})
-        if errors := answer.get("errors"):
-            # The server answered the other queries, but an empty list here would read as "no
-            # documents found" to the model: a failed search must look like one.
-            raise SearchUnavailableError(f"retrieval server {self.endpoint} failed on some queries: {errors}")
-        result = answer.get("result")
+        cap = BASE_BYTES + 4 * MAX_DOC_CHARS * len(queries) * k  # UTF-8 takes up to 4 bytes a character
+        answer = self._post({"queries": queries, "topk": k, "return_scores": True}, cap)
         try:
-            if len(result) != len(queries):
-                raise ValueError(f"{len(result)} result lists for {len(queries)} queries")
-            return [[_to_doc(hit) for hit in hits] for hits in result]
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise SearchUnavailableError(f"malformed answer from {self.endpoint}: {e}") from e
+            if errors := answer.get("errors"):
+                # The server answered the other queries, but an empty list here would read as "no
+                # documents found" to the model: a failed search must look like one.
+                raise SearchUnavailableError(
+                    f"retrieval server {self.endpoint} failed on some queries: {snippet(str(errors), 300)}"
+                )
+            return _results(answer, len(queries), k)
+        except ReplyError as e:
+            raise SearchUnavailableError(
+                f"malformed answer from {self.endpoint}: {e}; is it a Search-R1 /retrieve server?"
+            ) from None
 
-    def _post(self, payload: dict) -> dict:
+    def _post(self, payload: dict, max_bytes: int) -> dict:
         start = time.monotonic()
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                resp = self.client.post(self.endpoint, json=payload)
+                with self.client.stream("POST", self.endpoint, json=payload) as resp:
+                    body = read_capped(resp.iter_bytes(), max_bytes)
             except httpx.TimeoutException as e:
                 last = f"{type(e).__name__} after {self.timeout_s:g} s"
                 continue
             except httpx.TransportError as e:  # connection refused, reset, ...
                 last = f"{type(e).__name__}: {e}"
                 continue
-            if resp.status_code >= 500:
-                last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            except ReplyError as e:
+                raise SearchUnavailableError(f"malformed answer from {self.endpoint}: {e}") from None
+            if resp.status_code >= 500 or resp.status_code == 429:
+                last = f"HTTP {resp.status_code}: {snippet(body, 200)}"
                 continue
-            if resp.status_code >= 400:
-                raise SearchUnavailableError(
-                    f"retrieval server {self.endpoint} rejected the request: HTTP {resp.status_code}: "
-                    f"{resp.text[:300]}"
-                )
             try:
-                answer = resp.json()
-                if not isinstance(answer, dict) or "result" not in answer:
-                    raise ValueError("no 'result' key")
+                check_status(resp.status_code, body)
+            except ReplyError as e:
+                raise SearchUnavailableError(
+                    f"retrieval server {self.endpoint} rejected the request: {e}"
+                ) from None
+            try:
+                answer = parse_json(body)
+                field(answer, "result", list, "answer")
                 return answer
-            except ValueError as e:
+            except ReplyError as e:
                 raise SearchUnavailableError(
                     f"malformed answer from {self.endpoint}: {e}; is it a Search-R1 /retrieve server?"
-                ) from e
+                ) from None
         elapsed = time.monotonic() - start
         raise SearchUnavailableError(
             f"retrieval server {self.endpoint} unavailable: {self.retries + 1} attempts in {elapsed:.1f} s, "
@@ -112,8 +127,35 @@ class HttpBackend:
         self.client.close()
 
 
-def _to_doc(hit: dict) -> Doc:
+def _results(answer: dict, n_queries: int, k: int) -> list[list[Doc]]:
+    result = answer["result"]
+    if len(result) != n_queries:
+        raise ReplyError(f"result has {len(result)} lists for {n_queries} queries")
+    out = []
+    for i, hits in enumerate(result):
+        if not isinstance(hits, list):
+            raise ReplyError(f"result[{i}] is {type(hits).__name__}, not a list of hits")
+        if len(hits) > k:
+            raise ReplyError(f"result[{i}] has {len(hits)} hits, more than the topk={k} asked for")
+        out.append([_to_doc(hit, f"result[{i}][{j}]") for j, hit in enumerate(hits)])
+    return out
+
+
+def _to_doc(hit: object, where: str) -> Doc:
+    if not isinstance(hit, dict):
+        raise ReplyError(f"{where} is {type(hit).__name__}, not an object")
     # Servers answering with return_scores=false send bare documents; accept both shapes.
-    doc = hit.get("document", hit)
-    title, text = split_contents(doc["contents"])
-    return Doc(id=str(doc.get("id", "")), title=title, text=text, score=float(hit.get("score", 0.0)))
+    doc = field(hit, "document", dict, where) if "document" in hit else hit
+    at = f"{where}.document" if doc is not hit else where
+    contents = field(doc, "contents", str, at)
+    if len(contents) > MAX_DOC_CHARS:
+        raise ReplyError(f"{at}.contents has {len(contents)} characters, more than {MAX_DOC_CHARS}")
+    doc_id = field(doc, "id", (str, int), at, optional=True)
+    score = hit.get("score")
+    title, text = split_contents(contents)
+    return Doc(
+        id="" if doc_id is None else str(doc_id),
+        title=title,
+        text=text,
+        score=0.0 if score is None else finite(score, f"{where}.score"),
+    )

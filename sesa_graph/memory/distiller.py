@@ -98,7 +98,15 @@ async def call_distiller(
             )
         except Exception as exc:  # noqa: BLE001 -- any client failure is a distiller error, reported
             return [exc] * len(conversations)
-        return [r.text for r in results]
+        if len(results) != len(conversations):  # zipped with the failures later: a short list would drop some
+            error = DistillerError(
+                f"the distiller returned {len(results)} replies to {len(conversations)} requests"
+            )
+            return [error] * len(conversations)
+        return [
+            r.text if isinstance(r.text, str) else DistillerError("a distiller reply without text")
+            for r in results
+        ]
     outs = await asyncio.gather(*(client.ainvoke(m) for m in conversations), return_exceptions=True)
     return [o if isinstance(o, BaseException) else _chat_text(o) for o in outs]
 

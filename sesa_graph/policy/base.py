@@ -18,6 +18,13 @@ class PolicyUnavailableError(ServiceError, RuntimeError):
     """The policy endpoint could not be reached after retries; the message names it."""
 
 
+class BadReplyError(PolicyUnavailableError):
+    """A model endpoint answered with something its API does not allow (not JSON, a missing or ill-typed
+    field, a token id outside the vocabulary, a log probability that is not finite, more tokens than asked
+    for) or refused the request (HTTP 4xx); the message names the URL and the field. Never retried: the
+    same request gets the same answer."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample one completion. ``temperature == 0`` means greedy decoding."""

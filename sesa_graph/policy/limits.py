@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sesa_graph.policy.base import PolicyUnavailableError
+from sesa_graph.policy.base import BadReplyError, PolicyUnavailableError
+from tools.replies import RefusedError, ReplyError, RetriableStatus
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,13 @@ class CallLimits:
 
 
 def _retriable() -> tuple[type[BaseException], ...]:
+    import httpx
     import openai
 
     return (
-        openai.APIConnectionError,  # refused, reset, DNS, and APITimeoutError
+        httpx.TransportError,  # refused, reset, cut short, DNS, and httpx's own timeouts
+        RetriableStatus,  # HTTP 5xx and 429
+        openai.APIConnectionError,  # the same, through the OpenAI SDK
         openai.InternalServerError,
         openai.RateLimitError,
         TimeoutError,  # our own bound on the attempt: a server that trickles bytes never trips httpx's
@@ -85,14 +89,17 @@ def _retriable() -> tuple[type[BaseException], ...]:
 
 
 def _is_timeout(exc: BaseException) -> bool:
+    import httpx
     import openai
 
-    return isinstance(exc, (TimeoutError, openai.APITimeoutError))
+    return isinstance(exc, (TimeoutError, httpx.TimeoutException, openai.APITimeoutError))
 
 
 def _describe(exc: BaseException, budget_s: float) -> str:
     if _is_timeout(exc):
         return f"no answer within {budget_s:.3g}s"
+    if isinstance(exc, RetriableStatus):
+        return str(exc)
     cause = exc.__cause__ or exc.__context__
     detail = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
     return f"{type(exc).__name__}: {exc}{detail}"
@@ -107,7 +114,8 @@ async def call_with_retries(
     gone: Callable[[], str | None] | None = None,
 ) -> T:
     """``await call(httpx_timeout)`` within ``limits``; a :class:`PolicyUnavailableError` after the last
-    attempt. Errors that no retry can fix (4xx: a bad request, an unknown model) pass through unchanged.
+    attempt. A reply that no retry can fix (a 4xx, a malformed body: a :class:`~tools.replies.ReplyError`)
+    is a :class:`BadReplyError` at once, naming ``url``; other errors pass through unchanged.
     ``gone`` says why no retry can help (a server process that exited) -- then the call stops at once."""
     retriable = _retriable()
     t0 = time.monotonic()
@@ -122,6 +130,9 @@ async def call_with_retries(
         except retriable as exc:
             timed_out = _is_timeout(exc)
             last = _describe(exc, min(limits.timeout_s, budget))
+        except ReplyError as exc:
+            said = "refused the request" if isinstance(exc, RefusedError) else "sent a bad reply"
+            raise BadReplyError(f"{what} {url} {said}: {exc}") from None
         reason = gone() if gone is not None else None
         left = end - time.monotonic()
         delay = limits.backoff_s * 2 ** (attempts - 1) * (0.5 + random.random())

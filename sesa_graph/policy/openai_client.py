@@ -5,6 +5,10 @@ rebuilt from exactly the tokens the server sampled; vLLM trims stop strings from
 the token ids, so the text is always re-decoded from the ids and cut with the same rule as the local
 policy (:mod:`sesa_graph.policy.stops`).
 
+Every reply is checked before it becomes a result (:mod:`sesa_graph.policy.replies`): token ids in the
+vocabulary and no more than asked for, one finite log probability per token, the JSON shape; a bad reply is a
+:class:`~sesa_graph.policy.base.BadReplyError` naming the URL and the field.
+
 Several replicas of one model (``base_url`` as a list) are one client: each request goes to the replica with
 the fewest requests in flight (queued here or at the server), each replica takes at most ``max_concurrency``
 at a time, and a request's retries stay on its replica, so a failure names the replica that failed.
@@ -21,6 +25,7 @@ from typing import Any
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUnavailableError
 from sesa_graph.policy.limits import CallLimits, call_with_retries
+from sesa_graph.policy.replies import Completion, completion, post_json, reply_cap, vocab_limit
 from sesa_graph.policy.stops import cut_at_stop
 
 log = logging.getLogger(__name__)
@@ -66,7 +71,7 @@ class OpenAIPolicy:
     ) -> None:
         """``base_url``: one endpoint or a list of replicas serving the same ``model``; ``max_concurrency``:
         requests in flight per replica (more wait here)."""
-        from openai import AsyncOpenAI
+        import httpx
         from transformers import AutoTokenizer
 
         from sesa_graph.embedded import resolve_policy_model
@@ -77,7 +82,9 @@ class OpenAIPolicy:
         self.name = model
         self.base_urls = [u.rstrip("/") for u in urls]
         self.base_url = self.base_urls[0]
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_policy_model(tokenizer or model))
+        source = resolve_policy_model(tokenizer or model)
+        self.tokenizer = AutoTokenizer.from_pretrained(source)
+        self.vocab_size = vocab_limit(self.tokenizer, source)  # a token id past it is a bad reply
         self.limits = CallLimits(
             timeout_s=timeout_s,
             connect_timeout_s=connect_timeout_s,
@@ -87,7 +94,10 @@ class OpenAIPolicy:
             setting=setting,
         )
         # our own retry loop bounds the call and names the URL at the end; each request sets its timeout
-        self._make_client = lambda url: AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "EMPTY" else {}
+        self._make_client = lambda url: httpx.AsyncClient(
+            headers=headers, limits=httpx.Limits(max_connections=max_concurrency + 4)
+        )
         # the server's prompt + completion limit: a turn asks for no more than fits, and a rollout already at
         # the limit gets an empty 'length' turn instead of an HTTP 400 that would stop the run
         self.max_context = max_context
@@ -128,65 +138,59 @@ class OpenAIPolicy:
             max_tokens = min(max_tokens, self.max_context - len(prompt_ids))
             if max_tokens <= 0:
                 return GenerationResult("", [], [], prompt_ids, "length")
-        kwargs: dict[str, Any] = {
+        payload: dict[str, Any] = {
             "model": self.name,
             "prompt": prompt_ids,
             "max_tokens": max_tokens,
             "temperature": max(s.temperature, 0.0),
             "top_p": s.top_p,
             "logprobs": 0,
-            "extra_body": {"return_token_ids": True, "include_stop_str_in_output": True},
+            "return_token_ids": True,
+            "include_stop_str_in_output": True,
         }
         if s.stop:
-            kwargs["stop"] = list(s.stop)
+            payload["stop"] = list(s.stop)
         if s.seed is not None:
-            kwargs["seed"] = s.seed
+            payload["seed"] = s.seed
         state = self._loop_state()
         i = state.pick()
         url = self.base_urls[i]
         state.in_flight[i] += 1
         try:
             async with state.gates[i]:
-                resp = await self._with_retries(state.clients[i], kwargs, i)
+                reply = await self._with_retries(state.clients[i], payload, i)
         finally:
             state.in_flight[i] -= 1
-        choice = resp.choices[0]
-        ids = _field(choice, "token_ids")
-        if ids is None:
+        if reply.token_ids is None:
             raise PolicyUnavailableError(
                 f"{url} did not return token ids; start vLLM >= 0.10 (return_token_ids) "
                 "or `sesa policy serve`"
             )
-        lps = list(choice.logprobs.token_logprobs) if choice.logprobs else []
-        ids = list(ids)
-        keep, stop = cut_at_stop(self.tokenizer, ids, tuple(s.stop))
-        ids = ids[:keep]
-        if len(lps) < len(ids):
+        ids, lps = reply.token_ids, reply.logprobs
+        if len(lps) != len(ids):
             raise PolicyUnavailableError(
                 f"{url} returned {len(lps)} logprobs for {len(ids)} tokens; serve with "
                 "--max-logprobs -1 and request logprobs=0"
             )
-        finish = "stop" if stop else ("length" if choice.finish_reason == "length" else "eos")
+        keep, stop = cut_at_stop(self.tokenizer, ids, tuple(s.stop))
+        ids = ids[:keep]
+        finish = "stop" if stop else ("length" if reply.finish_reason == "length" else "eos")
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return GenerationResult(text, ids, [float(x) for x in lps[: len(ids)]], prompt_ids, finish, stop)
+        return GenerationResult(text, ids, lps[: len(ids)], prompt_ids, finish, stop)
 
-    async def _with_retries(self, client: Any, kwargs: dict[str, Any], replica: int = 0) -> Any:
+    async def _with_retries(self, client: Any, payload: dict[str, Any], replica: int = 0) -> Completion:
+        """One completion from replica ``replica``, its reply checked; retried within ``self.limits``."""
+        url = self.base_urls[replica]
+        max_tokens = payload["max_tokens"]
+
+        async def attempt(timeout: Any) -> Completion:
+            body = await post_json(client, f"{url}/completions", payload, timeout, reply_cap(max_tokens))
+            return completion(body, vocab=self.vocab_size, max_tokens=max_tokens)
+
         return await call_with_retries(
-            lambda timeout: client.completions.create(**kwargs, timeout=timeout),
-            what=self.limits.what,
-            url=self.base_urls[replica],
-            limits=self.limits,
-            gone=lambda: self._gone(replica),
+            attempt, what=self.limits.what, url=url, limits=self.limits, gone=lambda: self._gone(replica)
         )
 
     def _gone(self, replica: int = 0) -> str | None:
         """Why no retry can help (replica ``replica``'s server exited), or None."""
         return None
-
-
-def _field(obj: Any, name: str) -> Any:
-    """vLLM's extra response fields live in pydantic's ``model_extra`` of the OpenAI SDK objects."""
-    value = getattr(obj, name, None)
-    if value is None and getattr(obj, "model_extra", None):
-        value = obj.model_extra.get(name)
-    return value

@@ -17,6 +17,7 @@ from typing import Any
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult
 from sesa_graph.policy.limits import CallLimits, call_with_retries
+from sesa_graph.policy.replies import chat_reply, post_json, reply_cap
 
 log = logging.getLogger(__name__)
 
@@ -132,36 +133,41 @@ class ChatEndpoint:
         return ChatEndpoint(**kwargs)
 
     def _client(self) -> Any:
-        from openai import AsyncOpenAI
+        import httpx
 
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = AsyncOpenAI(
-                base_url=self.base_url, api_key=self.api_key, max_retries=0
-            )  # our own retry loop bounds each call (see call_with_retries)
+            key = self.api_key
+            headers = {"Authorization": f"Bearer {key}"} if key and key != "EMPTY" else {}
+            client = self._clients[loop] = httpx.AsyncClient(headers=headers)
         return client
 
     async def ainvoke(self, messages: Any, **_: Any) -> ChatReply:
-        kwargs: dict[str, Any] = {
+        """The reply to ``messages``, checked (:func:`sesa_graph.policy.replies.chat_reply`); a bad one is a
+        :class:`~sesa_graph.policy.base.BadReplyError` naming the URL and the field."""
+        payload: dict[str, Any] = {
             "model": self.name,
             "messages": _as_dicts(messages),
             "temperature": self.temperature,
         }
         if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+            payload["max_tokens"] = self.max_tokens
         if self.chat_template_kwargs:
-            kwargs["extra_body"] = {"chat_template_kwargs": self.chat_template_kwargs}
+            payload["chat_template_kwargs"] = self.chat_template_kwargs
         client = self._client()
-        resp = await call_with_retries(
-            lambda timeout: client.chat.completions.create(**kwargs, timeout=timeout),
-            what=f"chat endpoint ({self.name})",
-            url=self.base_url,
-            limits=self.limits,
-        )
-        choice = resp.choices[0]
+        # no max_tokens: a hosted model's own limit bounds the reply; the cap allows a long answer
+        cap = reply_cap(self.max_tokens if self.max_tokens is not None else 16384)
+        url = f"{self.base_url}/chat/completions"
+
+        async def attempt(timeout: Any) -> tuple[str, str | None]:
+            return chat_reply(await post_json(client, url, payload, timeout, cap))
+
         # a reasoning parser moves the thinking to reasoning_content: an answer cut off inside it is empty
-        return ChatReply(choice.message.content or "", choice.finish_reason)
+        content, finish = await call_with_retries(
+            attempt, what=f"chat endpoint ({self.name})", url=self.base_url, limits=self.limits
+        )
+        return ChatReply(content, finish)
 
     def __repr__(self) -> str:
         return f"ChatEndpoint({self.base_url!r}, {self.name!r})"

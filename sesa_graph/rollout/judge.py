@@ -223,7 +223,14 @@ class Judge:
             return [RuntimeError(f"{len(results)} replies to {len(prompts)} prompts")] * len(prompts)
         tokenizer = getattr(policy, "tokenizer", None)
         # the template's own <think> is in the prompt, not the reply: put it back so parsing sees it open
-        return ["<think>" + r.text if _opens_think(tokenizer, r.prompt_ids) else r.text for r in results]
+        return [
+            _not_text(r.text)
+            if not isinstance(r.text, str)
+            else "<think>" + r.text
+            if _opens_think(tokenizer, r.prompt_ids)
+            else r.text
+            for r in results
+        ]
 
     async def _ask_chat(self, model: Any, prompts: list[str]) -> list[str | BaseException]:
         gate = asyncio.Semaphore(self.max_concurrency)
@@ -232,12 +239,25 @@ class Judge:
             async with gate:
                 try:
                     msg = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), self.timeout_s)
+                    return _reply_text(msg)
                 except Exception as exc:  # noqa: BLE001 -- see _ask_policy
                     return exc
-            text = msg.text
-            return str(text) if isinstance(text, str) else text()  # langchain-core < 1: a method
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+def _reply_text(msg: Any) -> str:
+    """A chat model's reply as text; a reply without text is an error (counted, never read as a verdict)."""
+    text = getattr(msg, "text", None)
+    if not isinstance(text, str) and callable(text):  # langchain-core < 1: a method
+        text = text()
+    if not isinstance(text, str):
+        raise _not_text(text)
+    return str(text)
+
+
+def _not_text(value: Any) -> TypeError:
+    return TypeError(f"the judge's reply is {type(value).__name__}, not text")
 
 
 def _as_list(golds: str | Sequence[str]) -> list[str]:

@@ -34,38 +34,41 @@ def no_tokenizer(monkeypatch):
 
 
 class FakeReplica:
-    """A replica's completions endpoint: records the peak of requests it held at once."""
+    """A replica's completions endpoint (an httpx transport): records the peak of requests it held at once."""
 
     def __init__(self, url: str, delay_s: float = 0.02, fail: bool = False) -> None:
         self.url, self.delay_s, self.fail = url, delay_s, fail
         self.served = self.now = self.peak = 0
-        self.completions = self
 
-    async def create(self, **kwargs):
+    async def handle(self, request):
+        import httpx
+
         self.now += 1
         self.peak = max(self.peak, self.now)
         try:
             await asyncio.sleep(self.delay_s)
             if self.fail:
-                import httpx
-                import openai
-
-                raise openai.APIConnectionError(request=httpx.Request("POST", self.url))
+                raise httpx.ConnectError("refused", request=request)
             self.served += 1
-            choice = SimpleNamespace(
-                token_ids=[7, 8], logprobs=SimpleNamespace(token_logprobs=[-0.1, -0.2]), finish_reason="stop"
-            )
-            return SimpleNamespace(choices=[choice])
+            choice = {
+                "text": "7 8",
+                "token_ids": [7, 8],
+                "logprobs": {"token_logprobs": [-0.1, -0.2]},
+                "finish_reason": "stop",
+            }
+            return httpx.Response(200, json={"choices": [choice]})
         finally:
             self.now -= 1
 
 
 def _client(urls, replicas, **kw):
+    import httpx
+
     from sesa_graph.policy.openai_client import OpenAIPolicy
 
     policy = OpenAIPolicy(urls, "m", retries=0, backoff_s=0.01, deadline_s=5.0, **kw)
     by_url = {r.url: r for r in replicas}
-    policy._make_client = lambda url: by_url[url]
+    policy._make_client = lambda url: httpx.AsyncClient(transport=httpx.MockTransport(by_url[url].handle))
     return policy
 
 
