@@ -98,7 +98,7 @@ def policy_serve(
         # the config's solver_policy may point at remote servers (backend openai, reload); this one is started
         pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm", "reload": False})
     except ValueError as exc:
-        reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in getattr(exc, "errors", list)())
+        reasons = "; ".join(_reason(e) for e in getattr(exc, "errors", list)())
         raise UserError(
             f"sesa policy serve: {reasons or exc} (flags here: --allow-remote, --api-key-env NAME)"
         ) from None
@@ -127,6 +127,16 @@ def policy_serve(
         console.print("stopping the server ...")
     finally:
         server.stop()
+
+
+def _reason(err: dict) -> str:
+    """One validation error, naming the flag it came from (``--kv-cache-gib``), or the config key."""
+    msg = err["msg"].removeprefix("Value error, ")
+    key = ".".join(str(p) for p in err.get("loc", ()))
+    return f"--{key.replace('_', '-')}: {msg}" if key in _FLAGS else f"{key}: {msg}" if key else msg
+
+
+_FLAGS = {"model", "host", "port", "kv_cache_gib", "cpu_bind", "allow_remote", "api_key_env"}
 
 
 def _check_model(model: str) -> None:

@@ -2,7 +2,7 @@
 
 Every server the project runs (the search server, ``sesa policy serve``'s in-process server, and the front
 it puts before vLLM) reads its POST bodies through :class:`JsonBodyGuard`, an ASGI middleware: the body is
-refused before any route sees it when it is too large (413: it is read in chunks and never past the cap),
+refused before any route sees it when it is too large (413: read in chunks, nothing kept past the cap),
 not JSON by its content type (415), not valid JSON, nested deeper than any request needs, or holding
 ``NaN``/``Infinity`` (Python's JSON reader accepts them, and they broke requests further down: 500s, and an
 error reply that itself could not be serialised). A route's own schema check runs in the same place, so a
@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 MAX_BODY_BYTES = 8 * 2**20  # a 4k-token prompt as text is ~20 kB; 8 MiB leaves room for long chat histories
+DRAIN_FACTOR = 8  # an oversized body is read (not kept) up to this many times the cap before the refusal
 MAX_DEPTH = 32  # no request field nests deeper than a few levels; deep nesting only costs the parser
 
 
@@ -138,12 +139,6 @@ class JsonBodyGuard:
                 "content-type",
                 415,
             )
-        too_big = BadRequest(
-            f"the request body is larger than {self.max_bytes} bytes; send a shorter prompt", None, 413
-        )
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
-            raise too_big
         chunks, size = [], 0
         while True:
             msg = await receive()
@@ -151,11 +146,17 @@ class JsonBodyGuard:
                 break
             chunk = msg.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                raise too_big
-            chunks.append(chunk)
+            if size <= self.max_bytes:
+                chunks.append(chunk)
+            elif size > DRAIN_FACTOR * self.max_bytes:
+                break  # past this, the client gets the refusal and the connection closes under it
             if not msg.get("more_body", False):
                 break
+        if size > self.max_bytes:
+            # read to the end (and dropped) first, so that a client still sending gets the answer, not a reset
+            raise BadRequest(
+                f"the request body is larger than {self.max_bytes} bytes; send a smaller one", None, 413
+            )
         return b"".join(chunks)
 
 

@@ -11,6 +11,7 @@ The checks run before a request joins a batch, so a bad request never reaches th
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -79,6 +80,9 @@ class ChatRequest(_Sampling):
     parallel_tool_calls: bool | None = None
 
 
+# pydantic names the branch of a union in an error's location (`stop.list[str].0`); the field is what counts
+_UNION_TAG = re.compile(r"^(str|int|float|bool|list\[.*\]|dict\[.*\])$")
+
 KINDS: dict[str, type[_Sampling]] = {COMPLETIONS: CompletionRequest, CHAT: ChatRequest}
 
 
@@ -89,7 +93,7 @@ def validate(data: dict[str, Any], kind: type[_Sampling]) -> Any:
         req = kind.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "body"
+        field = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.match(str(p))) or "body"
         if err["type"] == "extra_forbidden":
             known = ", ".join(sorted(kind.model_fields))
             raise RequestError(f"unknown field {field!r}; this server takes: {known}", field) from None
