@@ -24,6 +24,10 @@ def _rollout_parts(
         {"model": "--model", "base_url": "--base-url", "backend": "--base-url" if base_url else "--engine"},
     )
     search_cfg = updated(SearchConfig(), {"corpus": corpus})
+    if corpus != "embedded":
+        from tools.inputs import regular_file
+
+        regular_file(corpus, "--corpus")
 
     from graphs.contexts import solver_context
     from sesa_graph.policy.factory import make_policy
