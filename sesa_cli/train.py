@@ -20,7 +20,8 @@ def train(
         None,
         "--resume",
         help="Continue runs/NAME from its first uncommitted step. --steps extends it (a finished run too); "
-        "other flags are applied when safe (timeouts, URLs, GPUs, logging) or refused with the reason.",
+        "other flags are applied when safe (timeouts, URLs, GPUs, logging) or refused with the reason. A run "
+        "another process owns is refused, naming it; so is a config.yaml edited by hand (use --set).",
     ),
     name: str | None = typer.Option(None, help="Run name (outputs in runs/<name>/)."),
     steps: int | None = typer.Option(None, help="Number of self-play steps."),
@@ -43,7 +44,9 @@ def train(
     report_to: str | None = typer.Option(None, help="Passed to TRL: none, tensorboard, trackio, wandb."),
     engine: str | None = typer.Option(None, help=ENGINE_HELP + ". Default: the config's *_policy.backend."),
     set_: list[str] = typer.Option([], "--set", help="Override any config field: --set solver.max_turns=4."),
-    runs_dir: Path | None = typer.Option(None, help="Where run directories go (default: runs)."),
+    runs_dir: Path | None = typer.Option(
+        None, help="Where run directories go (default: runs, below the working directory)."
+    ),
     verbose: bool = typer.Option(False, "-v", help="Log at INFO level."),
 ) -> None:
     """Self-play training: proposer + solver GRPO (TRL) with the skill bank, on the config's policies.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.cluster_config import ClusterConfig, is_loopback
+from sesa_graph.owner_lock import OwnerLock
 from tools.errors import UserError
 from training.coordinator import CoordinatorError, open_store, split_address
 from training.trainer_jobs import Node, TrainerProcesses
@@ -61,7 +62,40 @@ def run_node(
             f"no coordinator answers at {coordinator} ({str(exc).splitlines()[0]}): start `sesa train` with "
             "cluster.trainers: external first, and check the address and port it prints"
         ) from None
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir.expanduser().resolve()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--workdir {workdir}: cannot create it ({exc.strerror or exc})") from None
+    lock = lock_workdir(workdir)  # before the jobs write checkpoints and logs there
+    try:
+        return _run_node(store, coordinator, workdir, node_rank, config, main_address, say)
+    finally:
+        lock.release()
+
+
+def lock_workdir(workdir: Path) -> OwnerLock:
+    """One ``sesa trainers`` per working folder: two would write the same checkpoints. (Its own lock file, not
+    the run's: a node may work in the run directory of an orchestrator on the same machine.)"""
+
+    def busy(holder: str) -> str:
+        return (
+            f"--workdir {workdir} is in use by another trainer node, {holder}; give each `sesa trainers` a "
+            "folder of its own, or stop that one first"
+        )
+
+    return OwnerLock(workdir / "trainer-node.lock", busy)
+
+
+def _run_node(
+    store: Any,
+    coordinator: str,
+    workdir: Path,
+    node_rank: int | None,
+    config: Path | None,
+    main_address: str | None,
+    say: Callable[[str], None],
+) -> int:
     cfg = config_from_text(store.get("config").decode(), workdir / "config.yaml")
     if config is not None:
         from sesa_graph.config import load_config

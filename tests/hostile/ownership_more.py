@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
@@ -147,6 +148,23 @@ def _read_only_lock(tmp: Path) -> Outcome:
     return Outcome("wrong", "a lock in /sys was taken")
 
 
+def _second_trainer_node(tmp: Path) -> Outcome:
+    """Two `sesa trainers` on one --workdir would write the same checkpoints: the second is refused."""
+    from sesa_graph.owner_lock import OwnerLockedError
+    from training.trainer_node import lock_workdir
+
+    (tmp / "work").mkdir()
+    first = lock_workdir(tmp / "work")
+    try:
+        lock_workdir(tmp / "work").release()
+    except OwnerLockedError as exc:
+        ok = "--workdir" in str(exc) and f"pid {os.getpid()}" in str(exc)
+        return Outcome("clear" if ok else "unclear", str(exc)[:200])
+    finally:
+        first.release()
+    return Outcome("wrong", "a second trainer node took the same --workdir")
+
+
 MORE = [
     _live_eval("eval --name x while another eval writes evals/x"),
     _live_eval("eval --name x via a symlinked --out-root while another eval writes it", True),
@@ -200,4 +218,5 @@ MORE = [
         setup=_lock_is_dir,
     ),
     custom(A, "train --name NAME where runs/NAME is a file")(_name_is_file),
+    custom(A, "trainers --workdir DIR while another trainer node works in DIR")(_second_trainer_node),
 ]
