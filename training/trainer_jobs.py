@@ -27,7 +27,6 @@ from sesa_graph.process import die_with_parent
 
 ROLES = ("proposer", "solver")
 ROOT = Path(__file__).resolve().parent.parent
-__all__ = ["process_start_time"]  # re-exported for training.ranks and the tests
 PIDS = "trainer_pids.json"
 
 
