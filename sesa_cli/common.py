@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from tools.errors import ServiceError, UserError
+from tools.terminal import shown
 
 console = Console()
 
@@ -38,7 +39,7 @@ def report_error(exc: UserError | ServiceError, verbose: bool) -> typer.Exit:
     if verbose:
         traceback.print_exception(exc, file=sys.stderr)
     message = one_line(str(exc)) if isinstance(exc, UserError) else str(exc).strip()
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {shown(message, 8000)}", err=True)  # messages quote ids and files: never raw
     return typer.Exit(exc.exit_code)
 
 

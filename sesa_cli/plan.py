@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from tools.terminal import ID_CHARS, shown
+
 
 def plan_command(
     config: Path | None = typer.Option(
@@ -65,9 +67,10 @@ def render(mp, title: str) -> list:
         for p in d.processes:
             # one line per kind of process: its ranks and replicas share their assumptions
             details.setdefault((p.name.split(" rank ")[0].split(" replica ")[0], p.detail), p.model)
-    out += [Text(f"{name}: {detail}") for (name, detail) in details if detail]
-    out += [Text(f"note: {n}") for n in mp.notes]
-    out += [Text(f"cannot start: {n}", style="red") for n in mp.problems]
+    # model names and notes come from the config file: control characters shown, never sent raw
+    out += [Text(shown(f"{name}: {detail}")) for (name, detail) in details if detail]
+    out += [Text(shown(f"note: {n}")) for n in mp.notes]
+    out += [Text(shown(f"cannot start: {n}"), style="red") for n in mp.problems]
     return out
 
 
@@ -78,13 +81,16 @@ def table(devices: list, title: str):
 
     from training.memory_plan import PARTS
 
-    t = Table(title=Text(title), title_justify="left")
+    t = Table(title=Text(shown(title, None, one_line=True)), title_justify="left")
     for col in ("device", "process", "model", *PARTS, "total"):
         t.add_column(col, justify="left" if col in ("device", "process", "model") else "right")
     for d in devices:
         for i, p in enumerate(d.processes):
             cells = [f"{p.parts[k]:.1f}" if k in p.parts else "" for k in PARTS]
-            t.add_row(Text("" if i else d.device), Text(p.name), Text(p.model), *cells, f"{p.total:.1f}")
+            names = (
+                Text(shown(x, ID_CHARS, one_line=True)) for x in ("" if i else d.device, p.name, p.model)
+            )
+            t.add_row(*names, *cells, f"{p.total:.1f}")
         room, cap = d.headroom or 0.0, d.capacity_gib or 0.0
         if d.device == "host" or not cap:
             verdict = "total (rough, never refused)"

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from sesa_graph.embedded import EMBEDDED
+from tools.terminal import shown
 from training.warmup.sft import (
     DEFAULT_DISTILLER_EXAMPLES,
     DEFAULT_EPOCHS,
@@ -72,8 +73,8 @@ def warmup_command(
 
     console = Console()
 
-    def echo(message: object) -> None:  # paths and model ids are printed as they are, never as markup
-        console.print(message, markup=False, highlight=False)
+    def echo(message: object) -> None:  # paths and model ids: never markup, control characters shown
+        console.print(shown(message), markup=False, highlight=False)
 
     path = run_warmup(
         model,
@@ -89,7 +90,7 @@ def warmup_command(
         echo=echo,
     )
     summary = read_summary(path) if (path / SUMMARY).exists() else {}
-    console.print(Text(str(path), style="bold"))
+    console.print(Text(shown(path, None, one_line=True), style="bold"))
     for key in (
         "base_model",
         "examples",

@@ -177,3 +177,42 @@ def evaluation(tmp: Path, name: str = "tiny-eval") -> Path:
 
 RUN_ROLLOUT = "solver/5/4-0/0"
 EVAL_ROLLOUT = "alpha/a1/off/greedy"
+
+
+def scripted_eval(
+    tmp: Path, argv: list, patches: dict | None = None, datasets: dict | None = None
+) -> CliResult:
+    """``sesa eval ARGV`` through the real CLI on a scripted policy and search (``tests/sesa_eval``'s
+    doubles), over ``datasets`` (file stem -> rows; default: one dataset with hostile questions, ids and
+    gold answers). ``patches``: ``{"module.attr": replacement}`` for faults (a full disk). The root logger's
+    handlers are restored after (``sesa eval`` calls ``logging.basicConfig`` on this row's stderr)."""
+    import logging
+    import unittest.mock
+    from contextlib import ExitStack
+
+    from tests.hostile.harness import invoke
+    from tests.sesa_eval.eval_fakes import ListSearch, ScriptedSolver
+
+    data = tmp / "data"
+    data.mkdir(exist_ok=True)
+    rows = [
+        {"id": f"q1{HOSTILE}", "question": f"Who? {HOSTILE} answer: {HOSTILE}", "golden_answers": [HOSTILE]},
+        {"id": "q2", "question": "Long " + "q" * 100_000 + " answer: Paris", "golden_answers": ["Paris"]},
+    ]
+    for stem, items in (datasets or {"alpha": rows}).items():
+        with (data / f"{stem}.jsonl").open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in items)
+    policy = ScriptedSolver(search_first=True)
+    fakes = {
+        "sesa_eval.harness.make_policy": lambda cfg, tokenizer=None, log_path=None: policy,
+        "tools.backends.make_backend": lambda cfg: ListSearch(),
+        **(patches or {}),
+    }
+    handlers = list(logging.root.handlers)
+    try:
+        with ExitStack() as stack:
+            for target, new in fakes.items():
+                stack.enter_context(unittest.mock.patch(target, new))
+            return invoke(["eval", "--data-dir", data, "--out-root", tmp / "evals", "--judge", "none", *argv])
+    finally:
+        logging.root.handlers[:] = handlers

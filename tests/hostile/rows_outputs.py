@@ -358,3 +358,40 @@ ROWS = [
     cli(A, "search serve --port -1", ["search", "serve", "--port", "-1"], contains=["--port"]),
     cli(A, "search serve --port 0", ["search", "serve", "--port", "0"], contains=["--port"]),
 ]
+
+
+def _refusing(err: int, text: str, name: str):
+    """A replacement for a writer taking the path first: it raises OSError ``err`` for that path."""
+
+    def write(path, *a, **kw):
+        raise OSError(err, text, str(path))
+
+    return write
+
+
+def _eval_fault(name: str, patches: dict, contains: list[str]):
+    @custom(A, name)
+    def row(tmp: Path) -> Outcome:
+        res = H.scripted_eval(tmp, ["--no-progress"], patches=patches)
+        return judge_cli(res, "error", contains, tmp=tmp)
+
+    return row
+
+
+def _full_append(store, rec):
+    """RecordStore.append on a full disk: the first record's write raises ENOSPC."""
+    raise OSError(errno.ENOSPC, "No space left on device", str(store.path))
+
+
+ROWS += [
+    _eval_fault(
+        "eval: a full disk writing records.jsonl (ENOSPC)",
+        {"sesa_eval.records.RecordStore.append": _full_append},
+        ["records.jsonl", "No space left", "resume"],
+    ),
+    _eval_fault(
+        "eval: a read-only disk writing the report (EROFS)",
+        {"sesa_eval.report.write_report": _refusing(errno.EROFS, "Read-only file system", "report")},
+        ["Read-only file system"],
+    ),
+]

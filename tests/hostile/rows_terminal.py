@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from tests.hostile import hostile_dirs as H
-from tests.hostile.harness import CliResult, cli
+from tests.hostile.harness import CliResult, cli, custom, judge_cli
 
 A = "terminal"
 
@@ -288,3 +288,42 @@ def _round_trip(res: CliResult, fmt: str) -> str | None:
     if f"Look it up {H.HOSTILE}" not in texts:
         return "the exported skill text is not the bank's (escaped into other text?)"
     return None
+
+
+SMALL = H.small_and_clean(60_000)
+
+
+def _eval_row(name: str, argv: list, datasets=None, check=SMALL):
+    """``sesa eval`` on a scripted model over hostile questions, ids and answers: the settings, progress,
+    tables and summary lines hold no raw control character."""
+
+    @custom(A, name)
+    def row(tmp: Path):
+        res = H.scripted_eval(tmp, argv, datasets=datasets)
+        return judge_cli(res, "ok", check=check, tmp=tmp)
+
+    return row
+
+
+ROWS += [
+    _eval_row("eval: hostile questions, ids and gold answers (--no-progress)", ["--no-progress"]),
+    _eval_row("eval: hostile questions with progress bars", ["--progress"]),
+    _eval_row(
+        "eval: a dataset file named with ESC and rich markup",
+        ["--no-progress", "--datasets", f"d{ESC_NAME}[red]x"],
+        datasets={
+            f"d{ESC_NAME}[red]x": [
+                {"id": "q1", "question": "Who? answer: Paris", "golden_answers": ["Paris"]}
+            ]
+        },
+        check=H.escaped,
+    ),
+    cli(
+        A,
+        "trace --rollout with an ESC id: the error line",
+        lambda t: ["trace", t / "runs" / "tiny", "-r", f"solver/{H.HOSTILE}"],
+        setup=H.run,
+        check=lambda t, r: H.no_raw(t, CliResult(r.exit_code, r.stderr, "")),
+        contains=["\\x1b"],
+    ),
+]
