@@ -42,7 +42,9 @@ def probe_endpoint(base_url: str, limits: CallLimits, what: str, key: str | None
         budget = min(limits.timeout_s, 10.0, end - time.monotonic())
         try:
             timeout = httpx.Timeout(budget, connect=min(limits.connect_timeout_s, budget))
-            r = httpx.get(url, timeout=timeout, headers=headers)
+            # the status is all the probe needs: a body (however large) is never read
+            with httpx.stream("GET", url, timeout=timeout, headers=headers) as r:
+                pass
             if r.status_code in (401, 403) and headers:
                 raise PolicyUnavailableError(
                     f"{what} {base_url} refuses the API key (HTTP {r.status_code} from {url}): check the "

@@ -2,7 +2,7 @@
 
 The first path segment picks the reply: ``http://127.0.0.1:PORT/<mode>/v1`` is an OpenAI-compatible base URL
 whose ``/completions`` and ``/chat/completions`` answer as ``<mode>`` says (``GET .../models`` answers like a
-healthy server, so start-up probes pass), and ``http://127.0.0.1:PORT/<mode>`` a retrieval server whose
+healthy server, so start-up probes pass, except in modes ``huge`` and ``get-hang``), and ``http://127.0.0.1:PORT/<mode>`` a retrieval server whose
 ``/retrieve`` does. A mode may carry an argument after ``~`` (``id~49152``: that token id). Each reply is
 built from the request, so "50 times the tokens asked" means just that.
 """
@@ -207,7 +207,11 @@ class _Handler(BaseHTTPRequestHandler):
         mode, _, arg = self.path.strip("/").split("/")[0].partition("~")
         return mode, unquote(arg)
 
-    def do_GET(self) -> None:  # /<mode>/v1/models: the start-up probe sees a healthy server
+    def do_GET(self) -> None:  # /<mode>/v1/models: the start-up probe
+        mode, arg = self._mode()
+        if mode in ("huge", "get-hang"):  # an endless listing, or none at all
+            STREAMED["hang" if mode == "get-hang" else mode](self, {}, arg)
+            return
         self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode())
 
     def do_POST(self) -> None:

@@ -115,7 +115,7 @@ def policy_row(name: str, mode: str, *must: str, attempts: int | None = None, **
     """A row: the policy client against ``mode`` is refused naming the URL and ``must``; ``attempts``: how
     many requests the server must have seen (a 4xx once, a 5xx once per allowed attempt)."""
 
-    @custom(AREA, f"policy reply: {name}", timeout_s=10)
+    @custom(AREA, f"policy reply: {name}", timeout_s=30)  # the first loads the tokenizer
     def run(tmp: Path) -> Outcome:
         srv = server()
         url, before = srv.url(mode), srv.count(mode)
@@ -411,7 +411,7 @@ def rollout_row(name: str, mode: str, *must: str, short: bool = False) -> None:
         ],
         expect="service",
         contains=lambda tmp: [url.format(root=server().root), *must],
-        timeout_s=20,
+        timeout_s=60,  # a bound, not the time taken (under a second, but the first row here imports the CLI)
     )
     if short:
         inner = row.run
@@ -434,4 +434,5 @@ rollout_row("nginx HTML page", "html", "HTML")
 rollout_row("HTTP 400 with a message", "400", "HTTP 400", "maximum context length")
 rollout_row("HTTP 500 forever", "500", "HTTP 500", "attempts", short=True)
 rollout_row("hung connection", "hang", "no answer within", short=True)
-rollout_row("endless body", "huge", "bytes")
+rollout_row("endless body (and endless /models)", "huge", "bytes")
+rollout_row("/models never answers (start-up probe)", "get-hang", "does not answer", short=True)
