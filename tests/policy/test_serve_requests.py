@@ -224,3 +224,19 @@ def test_a_failed_generation_is_a_500_for_that_request_only(stub):
     stub.generate = boom
     r = TestClient(build_app(stub)).post("/v1/completions", json={"prompt": "hi"})
     assert r.status_code == 500 and "model fell over" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "says"),
+    [
+        (b'{"prompt": "hi", "temperature": NaN}', "temperature", "NaN"),
+        (b'{"prompt": "hi", "temperature": 1e-300}', "temperature", "0 (greedy) or >= 0.01"),
+        (b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, "deeper than"),
+    ],
+)
+def test_values_that_broke_generation_are_a_400_before_it(stub, raw, param, says):
+    r = TestClient(build_app(stub)).post(
+        "/v1/completions", content=raw, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 400 and says in r.json()["error"]["message"]
+    assert r.json()["error"]["param"] == param and stub.seen == []

@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tools.bm25 import BM25Backend
-from tools.server import PortInUseError, bind_socket, create_app, serve
+from tools.server import HostError, PortInUseError, bind_socket, create_app, serve
 
 
 def test_port_in_use_is_a_clear_error(small_docs):
@@ -25,3 +25,22 @@ def test_retrieve_api_shape(small_docs):
     (hit,) = body["result"][0]  # default_k=1
     assert hit["document"] == {"id": "1", "contents": f'"Cat"\n{small_docs[1].text}'} and hit["score"] > 0
     assert client.post("/retrieve", json={"queries": ["x"], "topk": 0}).status_code == 422
+
+
+def test_a_port_out_of_range_is_a_clear_error_not_an_overflow():
+    with pytest.raises(HostError, match="--port 70000 is not a TCP port"):
+        bind_socket("127.0.0.1", 70000)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "says"),
+    [
+        (b'{"queries": ["cat"], "topk": NaN}', 400, "topk: NaN"),
+        (b'{"queries": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", 400, "deeper than"),
+        (b'{"queries": ["' + b"x" * (9 * 2**20) + b'"]}', 413, "larger than"),
+    ],
+)
+def test_a_malformed_body_is_a_4xx_in_the_routes_error_shape(small_docs, raw, status, says):
+    client = TestClient(create_app(BM25Backend(small_docs)))
+    r = client.post("/retrieve", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == status and says in r.json()["detail"][0]["msg"]
