@@ -327,3 +327,50 @@ def test_the_chat_endpoint_checks_its_replies():
         chat("int")
     with pytest.raises(BadReplyError, match="refused the request: HTTP 400: unknown model 'x'"):
         chat("400")
+
+
+# ---- the judge's and the distiller's use of replies -------------------------------------------------------
+
+
+class _Results:
+    """A PolicyClient returning ``results`` whatever it is asked."""
+
+    name, tokenizer = "scripted", None
+
+    def __init__(self, results):
+        self.results = results
+
+    async def generate(self, requests):
+        return self.results
+
+    def encode_messages(self, messages):
+        return [1]
+
+    def encode_text(self, text):
+        return [1]
+
+
+def test_a_distiller_answering_fewer_requests_than_asked_fails_them_all():
+    from sesa_graph.memory.config import MemoryConfig
+    from sesa_graph.memory.distiller import DistillerError, call_distiller
+
+    one = SimpleNamespace(text='{"description": "d"}')
+    convs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
+    out = asyncio.run(call_distiller(_Results([one]), convs, MemoryConfig()))
+    assert len(out) == 2 and all(isinstance(o, DistillerError) for o in out)
+    assert "1 replies to 2 requests" in str(out[0])
+
+
+def test_a_judge_reply_without_text_is_a_counted_failure_not_a_verdict():
+    from sesa_graph.rollout.judge import Judge
+
+    class Chat:
+        async def ainvoke(self, messages):
+            return SimpleNamespace(text=None)
+
+    judge = Judge(Chat())
+    v = asyncio.run(judge.judge("q?", "Lyon", ["Paris"]))
+    assert (v.method, v.correct, judge.failed_count) == ("judge_unavailable", False, 1)
+    judge = Judge(_Results([SimpleNamespace(text=7, prompt_ids=[1])]))
+    v = asyncio.run(judge.judge("q?", "Lyon", ["Paris"]))
+    assert (v.method, v.correct, judge.failed_count) == ("judge_unavailable", False, 1)
