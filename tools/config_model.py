@@ -70,6 +70,8 @@ class ConfigModel(BaseModel):
 
 
 def _input(value: Any) -> str:
+    if value is None:
+        return "no value (null)"
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
