@@ -168,6 +168,23 @@ def test_served_model_name_and_logprob_mode(served):
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
 
 
+def test_unknown_or_ill_typed_fields_are_a_400_naming_the_field(served):
+    """vLLM alone answers 200 to all three (it ignores unknown fields and coerces "8"); the front the project
+    puts before it (sesa_graph.policy.vllm_validate) refuses each by name, and good requests still pass."""
+    import httpx
+
+    url = served.base_url + "/completions"
+    good = {"model": "embedded", "prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0}
+    for field, value in (("frobnicate", 1), ("seed", -1), ("max_tokens", "8")):
+        r = httpx.post(url, json={**good, field: value}, timeout=30, headers=_auth(served))
+        assert r.status_code == 400, (field, r.text)
+        assert r.json()["error"]["param"] == field
+    # what only vLLM knows, it checks itself: a 4xx too, not a 500
+    oov = httpx.post(url, json={**good, "prompt": [1, 10**6]}, timeout=30, headers=_auth(served))
+    assert 400 <= oov.status_code < 500, oov.text
+    assert httpx.post(url, json=good, timeout=60, headers=_auth(served)).status_code == 200
+
+
 def test_without_the_token_only_health_answers_and_the_reload_routes_refuse(served, tmp_path, embedded_dir):
     """vLLM's own --api-key guards /v1 only; our middleware guards the dev-mode routes that replace weights."""
     import httpx
