@@ -32,6 +32,7 @@ MAX_STOPS = 32
 MAX_STOP_CHARS = 1000
 MAX_PENALTY = 2.0  # OpenAI's range for presence/frequency penalties is [-2, 2]
 MAX_LOGIT_BIAS = 100.0
+MAX_MESSAGES = 1024  # the project's chats are a few turns; a template run over 100k turns holds a worker
 ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 
 
@@ -198,6 +199,8 @@ def prompt_problem(p: Any) -> str | None:
 def _check_messages(msgs: Any) -> None:
     if not isinstance(msgs, list) or not msgs:
         raise RequestError("messages must be a non-empty list of {role, content}", "messages")
+    if len(msgs) > MAX_MESSAGES:
+        raise RequestError(f"messages: {len(msgs)} messages, at most {MAX_MESSAGES} per request", "messages")
     for i, m in enumerate(msgs):
         where = f"messages[{i}]"
         if not isinstance(m, dict) or m.get("role") not in ROLES:

@@ -116,6 +116,7 @@ POLICY = [
     cmpl("logit_bias not a dict", {"logit_bias": [1, 2]}, "logit_bias"),
     chat("messages a string", {"messages": "hi"}, "messages"),
     chat("messages []", {"messages": []}, "messages"),
+    chat("100000 messages", {"messages": [{"role": "user", "content": ""}] * 100_000}, "messages", "at most"),
     chat("role tool", {"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
     chat("content a number", {"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     chat("max_completion_tokens 0", {"max_completion_tokens": 0}, "max_completion_tokens"),

@@ -35,7 +35,7 @@ def _policy_server() -> Iterator[str]:
     finally:
         if row_home is not None:
             os.environ["SESA_HOME"] = row_home
-    policy = LocalPolicy(str(path), batch_wait_ms=20, threads=1)
+    policy = LocalPolicy(str(path), batch_wait_ms=20)  # threads: process-wide in torch, so left alone
     with running_app(build_app(policy, SERVED)) as url:
         yield url
 
