@@ -68,6 +68,7 @@ def trace_command(
 
     if limit < 1:
         raise UserError(f"--limit must be a positive count of rollouts, got {limit}")
+    _check_filters(role, status, failure)
     if html is not None:  # refused before anything is read
         output_file(html, "--html", force=force)
     path = shown(run, ID_CHARS, one_line=True)
@@ -116,6 +117,23 @@ def trace_command(
                 encoding="utf-8",
             )
         console.print(f"wrote {shown(html, ID_CHARS, one_line=True)}", markup=False)
+
+
+def _check_filters(role: str | None, status: str | None, failure: str | None) -> None:
+    """A filter value no rollout can have is a typo: refused with the values there are, not "no match"."""
+    from sesa_graph.statuses import KIND_ORDER, OUTCOMES
+    from sesa_runs.files import ROLES
+
+    known = {
+        "--role": ROLES,
+        "--status": tuple(n for n, o in OUTCOMES.items() if o.status),
+        "--failure": KIND_ORDER,
+    }
+    for flag, value in (("--role", role), ("--status", status), ("--failure", failure)):
+        if value is not None and value not in known[flag]:
+            raise UserError(
+                f"{flag} {shown(value, ID_CHARS, one_line=True)!r}: use one of {', '.join(known[flag])}"
+            )
 
 
 def report_command(

@@ -27,6 +27,7 @@ from sesa_eval.paired import paired_intervals, read_records
 from sesa_eval.report import METRIC_TITLES, METRICS, SUBSETS, fmt_cell, fmt_delta
 from sesa_eval.settings import BANK_MODES
 from tools.errors import UserError
+from tools.inputs import read_bytes_bounded, regular_file
 
 
 class CompareError(UserError, ValueError):
@@ -41,11 +42,24 @@ def load_report(ref: str | Path) -> tuple[dict[str, Any], str | None, str, Path]
         text, mode = head, tail
     p = Path(text)
     path = p if p.is_file() else p / "report.json"
+    if path.exists() and not path.is_file():
+        regular_file(path, "report")  # (a UserError saying what it is instead)
     if not path.is_file():
         raise CompareError(
             f"{ref}: no report.json there (run `sesa eval` first, or give its output directory)"
         )
-    report = json.loads(path.read_text())
+    try:
+        report = json.loads(read_bytes_bounded(path, "report"))
+    except ValueError as exc:  # (a UserError from the read is reported as it is)
+        if isinstance(exc, UserError):
+            raise
+        raise CompareError(f"{path}: not valid JSON ({exc}); rerun `sesa eval` to write it again") from None
+    modes = report.get("modes") if isinstance(report, dict) else None
+    if not (isinstance(modes, list) and all(isinstance(m, str) for m in modes)):
+        raise CompareError(
+            f"{path}: not a report `sesa eval` writes (no list of bank modes under 'modes'); rerun "
+            "`sesa eval` to write it again"
+        )
     if mode is not None and mode not in report["modes"]:
         raise CompareError(f"{ref}: mode {mode!r} is not in that eval (it has {', '.join(report['modes'])})")
     return report, mode, str(ref), path.parent
@@ -112,6 +126,18 @@ def compare_reports(
         raise CompareError(f"unknown metric {metric!r}; choose {', '.join(METRICS)}")
     ra, ma, la, da = load_report(a)
     rb, mb, lb, db = load_report(b)
+    try:
+        return _compare_reports((ra, ma, la, da), (rb, mb, lb, db), metric, tolerance)
+    except (KeyError, TypeError, AttributeError) as exc:  # a report.json of another shape (hand-edited)
+        raise CompareError(
+            f"{da / 'report.json'} or {db / 'report.json'}: not a report `sesa eval` writes "
+            f"({type(exc).__name__}: {exc}); rerun `sesa eval` to write it again"
+        ) from None
+
+
+def _compare_reports(a: tuple, b: tuple, metric: str, tolerance: float) -> list[Comparison]:
+    ra, ma, la, da = a
+    rb, mb, lb, db = b
     recs_a, recs_b = read_records(da), read_records(db)
     if ma or mb:
         pairs = [(ma or mb, mb or ma)]

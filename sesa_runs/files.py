@@ -80,11 +80,14 @@ class RunNotFoundError(UserError, FileNotFoundError):
 # ---- small readers ---------------------------------------------------------------------------------------
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, unreadable, or not an object (a reader shows
+    what the other files hold rather than fail on one damaged summary)."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def missing(v: Any) -> bool:

@@ -32,6 +32,8 @@ def output_file(path: Path, flag: str, *, force: bool = False) -> Path:
     p = Path(os.path.abspath(path))
     if p.is_dir():
         raise UserError(f"{flag} {path} is a directory; give a file name")
+    if p.exists() and not p.is_file():  # replacing a device or FIFO with a file is never what was meant
+        raise UserError(f"{flag} {path} is not a regular file (a device, FIFO or socket); give a file name")
     parent = next((d for d in p.parents if d.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UserError(f"{flag} {path}: {parent} is a file, not a directory")

@@ -375,6 +375,7 @@ def _eval_page(ev: Eval, saved: list[str], empty: list[str]) -> str:
         + f"; judge {_e(rep.get('judge') or (st.get('judge') or {}).get('kind'))}; "
         f"{len(df)} records</p>",
     ]
+    body += [f'<div class="note">{_e(n)}</div>' for n in report_notes(ev)]
     if rep.get("aborted"):
         body.append(f'<div class="note">stopped: {_e(rep["aborted"])}</div>')
     t = ev.off_on()
@@ -431,7 +432,14 @@ def _eval_page(ev: Eval, saved: list[str], empty: list[str]) -> str:
 
 def report_notes(obj: Run | Eval) -> list[str]:
     """What a reader of the report must know about files the run lacks (also said by ``sesa report``)."""
-    if not isinstance(obj, Run) or (obj.path / "metrics.jsonl").is_file():
+    if isinstance(obj, Eval):
+        path = obj.path / "report.json"
+        if path.exists() and obj.report is None:
+            return [
+                f"{path} is damaged (not a JSON object): the headline tables are left out; rerun `sesa eval`"
+            ]
+        return []
+    if (obj.path / "metrics.jsonl").is_file():
         return []
     if not (obj.shard_steps() or obj.finished):
         return []

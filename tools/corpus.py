@@ -123,7 +123,13 @@ def load_corpus(spec: str | Path) -> list[Doc]:
         return load_embedded_corpus()
     path = Path(spec)
     if not path.is_file():
-        problem = "is a directory" if path.is_dir() else "does not exist"
+        problem = (
+            "is a directory"
+            if path.is_dir()
+            else "is not a regular file (a FIFO, device or socket)"
+            if path.exists()
+            else "does not exist"
+        )
         raise CorpusNotFoundError(
             f"corpus {str(spec)!r} {problem}; set search.corpus (--corpus) to 'embedded' or a JSONL file"
         )
