@@ -30,7 +30,7 @@ def request(
     headers: dict[str, str] | None = None,
     server: Callable[[], str] = policy_url,
     health: str = "/health",
-    timeout_s: float = 30.0,
+    timeout_s: float = 90.0,  # whichever row comes first loads the model (converted on a fresh machine)
 ) -> Row:
     """A row that sends one request to ``server`` and wants a 4xx naming ``names``, the server still up."""
 
@@ -62,14 +62,7 @@ def nested(depth: int) -> bytes:
 
 
 POLICY = [
-    # the first one starts the shared server (loads the embedded model)
-    request(
-        "policy temperature NaN",
-        CMPL,
-        ["temperature"],
-        raw=b'{"prompt": "hi", "temperature": NaN}',
-        timeout_s=120,
-    ),
+    raw("temperature NaN", b'{"prompt": "hi", "temperature": NaN}', "temperature"),
     cmpl("temperature 1e-300", {"temperature": 1e-300}, "temperature", "greedy"),
     raw("temperature Infinity", b'{"prompt": "hi", "temperature": Infinity}', "temperature"),
     cmpl("temperature -1", {"temperature": -1}, "temperature"),
@@ -125,7 +118,7 @@ POLICY = [
 ]
 
 
-@custom(AREA, "policy one bad request among four concurrent", timeout_s=60)
+@custom(AREA, "policy one bad request among four concurrent", timeout_s=90)
 def batch_isolation(_tmp: Path) -> Outcome:
     """The bad request is refused; the three good ones batched with it give one and the same completion."""
     import httpx
