@@ -16,6 +16,7 @@ Only the first two pass. Rows live in ``rows_<area>.py`` modules as a ``ROWS`` l
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ def invoke(
 
     from sesa_cli.main import build_app
 
+    # a fresh process has no logging handlers; one left by an earlier command would write to its closed stream
+    logging.root.handlers.clear()
     res = CliRunner().invoke(build_app(), [str(a) for a in argv], input=input, env=env, catch_exceptions=True)
     exc = res.exception if not isinstance(res.exception, SystemExit) else None
     tb = "".join(traceback.format_exception(exc)) if exc is not None else ""
