@@ -128,24 +128,25 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     }
     if turn.kind == spec.terminal:
         return {**update, "status": "answered", "final": turn.content}, "end"
-    if state["final_turn"]:
-        # the last chance was used without the terminal action
-        status = _out_of_budget(state, spec) if turn.kind == "search" else "malformed"
+    if state["final_turn"] or n_turns >= spec.max_turns:
+        # the last chance was used without the terminal action; max_turns counts every generation, the last
+        # chance included ([paper]: at most 10 assistant turns), so no turn follows the max_turns-th
+        status = _out_of_budget(n_turns, spec) if turn.kind == "search" else "malformed"
         return {**update, "status": status}, "end"
     if turn.kind == "search":
         return update, "search"
     notice = spec.invalid_notice
-    if n_turns >= spec.max_turns:
+    if n_turns + 1 >= spec.max_turns:  # the next turn is the last one
         notice, update["final_turn"] = f"{notice}\n{spec.final_notice}", True
     merged = {**state, **update}
     text = protocol.render_notice(notice) + _final_prefix(spec, merged)
     return {**update, **_inject(merged, ctx, text)}, "agent"
 
 
-def _out_of_budget(state: RolloutState, spec: LoopSpec) -> str:
-    """Why the last turn was the last: ``max_turns`` when the turn limit was reached, else ``max_tokens`` (the
-    token budget had no room for another search, see :func:`_no_room_for_another_search`)."""
-    return "max_turns" if state["n_turns"] >= spec.max_turns else "max_tokens"
+def _out_of_budget(n_turns: int, spec: LoopSpec) -> str:
+    """Why the last turn (the ``n_turns``-th) was the last: ``max_turns`` when the turn limit was reached, else
+    ``max_tokens`` (the token budget had no room for another search, see :func:`_no_room_for_another_search`)."""
+    return "max_turns" if n_turns >= spec.max_turns else "max_tokens"
 
 
 def _final_prefix(spec: LoopSpec, state: dict[str, Any]) -> str:
@@ -180,7 +181,8 @@ async def run_search(state: RolloutState, ctx: RolloutContext) -> tuple[dict[str
     update: dict[str, Any] = {"searches": state["searches"] + [record]}
     rendered = render_docs(docs)
     notice = None
-    if state["n_turns"] >= spec.max_turns or _no_room_for_another_search(state, ctx, rendered):
+    # the turn after this observation is the max_turns-th generation: the last chance to answer
+    if state["n_turns"] + 1 >= spec.max_turns or _no_room_for_another_search(state, ctx, rendered):
         notice, update["final_turn"] = spec.final_notice, True
     text = protocol.render_information(rendered, notice=notice) + _final_prefix(spec, update)
     return {**update, **_inject(state, ctx, text)}, "agent"

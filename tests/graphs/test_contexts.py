@@ -54,14 +54,14 @@ def test_langgraph_defaults_are_the_run_configs(monkeypatch):
 
 @pytest.mark.parametrize("max_turns", [1, 3])
 def test_a_rollout_that_uses_every_turn_stays_within_the_limit(tokenizer, max_turns):
-    # always searching: every turn, the search after it, and the last-chance turn: the longest rollout
+    # always searching: every turn and the search after it, the last of max_turns generations the last chance
     big = {"solver.max_total_tokens": 100_000, "proposer.max_total_tokens": 100_000}
     cfg = load_config(None, {"solver.max_turns": max_turns, "proposer.max_turns": max_turns, **big})
     policy = ScriptedPolicy(tokenizer, ["<search>Paris</search>"])
     out = asyncio.run(solve("Q?", solver_context(cfg.solver, policy, ListSearch(DOCS))))
-    assert out["status"] == "max_turns" and out["n_turns"] == max_turns + 1
+    assert out["status"] == "max_turns" and out["n_turns"] == max_turns
     out = asyncio.run(propose("Paris", 1, propose_context(cfg, policy, ListSearch(DOCS))))
-    assert out["status"] == "max_turns" and out["n_turns"] == max_turns + 1
+    assert out["status"] == "max_turns" and out["n_turns"] == max_turns
     assert recursion_limit(max_turns) >= 2 * max_turns + 4  # the propose graph's supersteps, plus one
     assert recursion_limit() > 4  # the self-play step graph: propose, skills, solve, score
 

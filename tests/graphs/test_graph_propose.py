@@ -60,7 +60,7 @@ def test_last_turn_opens_the_question_tag(tokenizer, search):
         "In which city was the engineer of the Paris lattice tower born?</question>",
     ]
     policy = ScriptedPolicy(tokenizer, script)
-    out = asyncio.run(propose("Dijon", 2, _ctx(policy, search, max_turns=2)))
+    out = asyncio.run(propose("Dijon", 2, _ctx(policy, search, max_turns=3)))
     assert out["status"] == "answered" and out["final"].startswith("In which city")
     assert policy.prompts[-1].endswith("<question>")
     # without forcing the same rollout is a format failure
@@ -68,7 +68,7 @@ def test_last_turn_opens_the_question_tag(tokenizer, search):
         propose(
             "Dijon",
             2,
-            _ctx(ScriptedPolicy(tokenizer, script), search, max_turns=2, force_final_question=False),
+            _ctx(ScriptedPolicy(tokenizer, script), search, max_turns=3, force_final_question=False),
         )
     )
     assert out["invalid_reason"] == "no_question:malformed"

@@ -40,13 +40,14 @@ def test_garbage_ends_malformed_without_raising(tokenizer, search):
         assert "No valid action found" in policy.prompts[-1]
 
 
-def test_out_of_turns_gets_one_last_generation_without_search(tokenizer, search):
+def test_the_last_of_max_turns_generations_is_the_last_chance(tokenizer, search):
+    # [paper] at most 10 assistant turns: max_turns counts every generation, the last chance included
     policy = ScriptedPolicy(tokenizer, ["<search>Paris</search>"])
-    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=2)))
+    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=3)))
     assert out["status"] == "max_turns"
-    assert out["n_turns"] == 3  # two turns + the final one
-    assert "No searches left" in policy.prompts[-1]
-    assert len(out["searches"]) == 2
+    assert out["n_turns"] == 3 and policy.calls == 3
+    assert "No searches left" in policy.prompts[-1] and "No searches left" not in policy.prompts[-2]
+    assert len(out["searches"]) == 2  # the last turn's search is never run
 
 
 def test_last_chance_answer_counts(tokenizer, search):
@@ -56,8 +57,8 @@ def test_last_chance_answer_counts(tokenizer, search):
             "<answer>Dijon</answer>" if "No searches left" in prompt else "<search>Gustave Eiffel</search>"
         ),
     )
-    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=1)))
-    assert out["status"] == "answered" and out["final"] == "Dijon"
+    out = asyncio.run(solve("Q?", _ctx(policy, search, max_turns=2)))
+    assert out["status"] == "answered" and out["final"] == "Dijon" and out["n_turns"] == 2
 
 
 def test_search_failure_is_retried_then_search_error(tokenizer):
@@ -92,7 +93,7 @@ def test_a_last_turn_the_budget_forced_that_searches_ends_max_tokens(tokenizer, 
 def test_turn_limit_and_budget_reached_together_is_max_turns(tokenizer, search):
     policy = ScriptedPolicy(tokenizer, ["<search>Eiffel Tower</search>"])
     out = asyncio.run(
-        solve("Q?", _ctx(policy, search, max_turns=1, max_total_tokens=400, max_tokens_per_turn=40))
+        solve("Q?", _ctx(policy, search, max_turns=2, max_total_tokens=400, max_tokens_per_turn=40))
     )
     assert out["status"] == "max_turns" and out["n_turns"] == 2
 
@@ -117,7 +118,7 @@ def test_forced_final_answer(tokenizer, search):
     script = ["<search>Eiffel Tower</search>", "Paris</answer>"]
     policy = ScriptedPolicy(tokenizer, script)
     out = asyncio.run(
-        solve("Where is the Eiffel Tower?", _ctx(policy, search, max_turns=1, force_final_answer=True))
+        solve("Where is the Eiffel Tower?", _ctx(policy, search, max_turns=2, force_final_answer=True))
     )
     assert out["status"] == "answered" and out["final"] == "Paris"
     from sesa_graph import prompts
