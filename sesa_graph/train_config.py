@@ -21,7 +21,9 @@ LAUNCHERS = ("torchrun", "accelerate")
 class TrainConfig(Strict):
     """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
 
-    steps: int = Field(6, ge=1, description="Self-play steps; each is one optimizer step of each policy.")
+    steps: int = Field(
+        6, ge=1, description="Self-play steps; each is updates_per_step optimizer steps of each policy."
+    )
     targets_per_step: int = Field(
         4,
         ge=2,
@@ -83,7 +85,28 @@ class TrainConfig(Strict):
     lr_scheduler: Literal["linear", "constant_with_warmup", "constant", "cosine"] = Field(
         "linear", description="Learning-rate schedule (transformers). [SSP]: 5 warm-up steps, then constant."
     )
-    warmup_steps: int = Field(0, ge=0, description="Learning-rate warm-up steps ([SSP] 5).")
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Learning-rate warm-up, in self-play steps ([SSP] 5; verl steps its scheduler once a "
+        "training step): TRL counts optimizer steps, so the trainers warm up for this x updates_per_step.",
+    )
+    updates_per_step: int = Field(
+        1,
+        ge=1,
+        description="Optimizer steps each trainer makes on a self-play step's batch before publishing its "
+        "weights: the batch is split into this many minibatches, each one update (TRL's steps_per_generation). "
+        "[SSP] 2 (batch 256, minibatch 128). From the second update on the policy has moved since it "
+        "generated, so the ratio to the generating policy's log-probs (scored by the trainer when the step's "
+        "batch arrives) differs from 1 and the clip range (epsilon_high) acts; with 1 it never does. The "
+        "per-rank batch must divide into this many equal minibatches.",
+    )
+    proposer_advantage: Literal["step_normalised", "raw"] = Field(
+        "step_normalised",
+        description="The proposer's GRPO advantage. 'step_normalised': (reward - step mean) / step std, the "
+        "whole step's proposals as one group (num_generations = targets_per_step). 'raw': the reward itself, "
+        "as [SSP]'s proposer gets it (n = 1: a group of one has mean 0 and std 1 in verl's GRPO).",
+    )
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
     probe_every: int = Field(
@@ -301,6 +324,12 @@ def check_train_layout(cfg: RunConfig) -> None:
             raise ValueError(
                 f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
                 f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
+            )
+        batch = n * (cfg.solver.group_size if role == "solver" else 1)
+        if (batch // ranks) % t.updates_per_step:
+            raise ValueError(
+                f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
+                f"each of its {ranks} rank(s) trains on a step ({key}): each update takes an equal minibatch"
             )
         nodes = cfg.cluster.trainer_nodes
         if nodes > 1 and role not in t.trainer_ranks:

@@ -10,7 +10,9 @@ the reward as an extra field, which the reward function passes through.
 Batch shape: the solver trains on ``questions_per_step x group_size`` rollouts with
 ``num_generations = group_size``. The proposer trains on one proposal per target with the whole step's
 batch as its group (``num_generations = targets_per_step``): GRPO then compares each proposal to the
-step's mean reward, since one proposal per prompt has no within-prompt variance.
+step's mean reward, since one proposal per prompt has no within-prompt variance (``train.proposer_advantage:
+raw`` gives it its reward instead, as [SSP]). Each step's batch is split into ``train.updates_per_step``
+minibatches, one optimizer step each ([SSP] 2), before the weights are published.
 
 Under a launcher (``train.trainer_ranks``) each rank takes its own contiguous slice of whole groups of the
 step's batch (TRL gathers the rewards of all ranks before it takes advantages, so the proposer's batch-wide
@@ -35,6 +37,7 @@ from typing import Any
 
 from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
+from training.grpo_update import grpo_trainer_class
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
 from training.sync import PeerDiedError, SyncDir
 from training.tracking import tensorboard_dir
@@ -134,8 +137,9 @@ def grpo_config_kwargs(
     on_cpu = pcfg.device == "cpu"
     batch, n_gen = batch_shape(cfg, role)
     temperature = cfg.solver.temperature if role == "solver" else cfg.proposer.temperature
-    per_pass, accumulation = micro_batches(batch // world, cfg.train.micro_batch_size)
     tc = cfg.train
+    updates = tc.updates_per_step
+    per_pass, accumulation = micro_batches(batch // world // updates, tc.micro_batch_size)
     bf16 = compute == "bfloat16"
     fsdp = tc.sharding == "fsdp2" and not on_cpu and world > 1
     return dict(
@@ -144,11 +148,15 @@ def grpo_config_kwargs(
         # FSDP2 checkpoints activations itself (transformers' gradient checkpointing adds an all-gather)
         gradient_checkpointing=tc.gradient_checkpointing and not fsdp,
         gradient_accumulation_steps=accumulation,
+        # a step's batch is one generation, split into `updates` minibatches of one optimizer step each; TRL
+        # then scores the old log-probs when the batch arrives, so the later updates' ratio is not 1
+        steps_per_generation=accumulation * updates,
         num_generations=n_gen,
-        max_steps=tc.steps,
+        # TRL counts optimizer steps: `updates` of them a self-play step
+        max_steps=tc.steps * updates,
         learning_rate=tc.learning_rate,
         lr_scheduler_type=tc.lr_scheduler,
-        warmup_steps=tc.warmup_steps,
+        warmup_steps=tc.warmup_steps * updates,
         beta=tc.beta,
         loss_type=tc.loss_type,
         # None leaves TRL's default (the upper clip bound equals the lower one)
@@ -177,7 +185,7 @@ def grpo_config_kwargs(
             else {}
         ),
         save_strategy="steps",
-        save_steps=tc.save_every,  # transformers also saves after the last step
+        save_steps=tc.save_every * updates,  # at a step's end; transformers also saves after the last step
         save_total_limit=1,  # the newest complete one; the one before is removed only once it is written
         logging_steps=1,
         report_to=[] if tc.report_to == "none" else [tc.report_to],
@@ -329,7 +337,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.precision import resolve_compute_dtype
@@ -397,7 +405,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
             log.info("weights for step %d published; waiting for the step's trajectories", step)
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        step = trainer.state.global_step
+        step = trainer.state.global_step // cfg.train.updates_per_step  # the self-play step
         if len(prompts) * rank.world != batch:
             raise RuntimeError(
                 f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
@@ -426,7 +434,8 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         lambda r: "model_init_kwargs" not in r.getMessage()
     )
     dataset = Dataset.from_dict({"prompt": [f"{role} self-play"] * (batch * cfg.train.steps)})
-    trainer = GRPOTrainer(
+    raw = role == "proposer" and cfg.train.proposer_advantage == "raw"
+    trainer = grpo_trainer_class(raw)(
         model=model,
         reward_funcs=[passthrough_reward],
         args=grpo,
