@@ -30,8 +30,8 @@ class SolverConfig(Strict):
         10,
         ge=1,
         le=50,
-        description="Most assistant turns per rollout (paper: 10); when they "
-        "run out, one last generation without search is allowed.",
+        description="Most assistant turns (generations) per rollout, the last chance included ([paper] at "
+        "most 10 assistant turns): the max_turns-th turn is told no searches are left.",
     )
     max_tokens_per_turn: int = Field(160, ge=8, description="Token budget of one assistant turn.")
     max_total_tokens: int = Field(
