@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from sesa_graph.config import load_config
+from tests.training.trainer_harness import tiny_policy
 from training.grpo_update import grpo_trainer_class
 from training.trainer import grpo_config_kwargs, passthrough_reward
-from tests.training.trainer_harness import tiny_policy
 
 TARGETS = 8
 
