@@ -56,9 +56,20 @@ class TrainConfig(Strict):
         "reference. Costs one extra batch of rollouts on the steps that need it.",
     )
     target_pool: str = Field(
-        "embedded", description="'embedded' (titles of the embedded corpus) or the path of an SSP pool JSONL."
+        "embedded",
+        description="What the proposer writes questions about: the path of a pool file, SSP's answer-pool "
+        "JSONL format (one row an answer: ground_truth, search_turns = its hop count, sys_question_example = "
+        "example questions shown to the proposer; sesa_graph.targets.POOL_FORMAT), drawn in epochs as [SSP]'s "
+        "shuffled loader; or 'embedded' (CPU runs: titles of the embedded corpus, hop counts cycling "
+        "1..max_hops). The GPU configs name [SSP]'s released ~50k-answer pool: get it, or build a pool with "
+        "`sesa targets build --from QA.jsonl -o POOL.jsonl`. A missing or bad file stops the run at its start.",
     )
-    max_hops: int = Field(3, ge=1, le=5, description="Largest hop count drawn for embedded targets.")
+    max_hops: int = Field(
+        3,
+        ge=1,
+        le=5,
+        description="Largest hop count drawn for embedded targets (a pool file's rows carry their own).",
+    )
     learning_rate: float = Field(
         1e-6,
         gt=0,
