@@ -7,7 +7,7 @@ Each solver rollout is its own invocation of the solve graph (fanned out with ``
 of a group never wait for each other turn by turn; the local policy micro-batches whatever is in flight.
 A step runs many items at once with ``abatch(max_concurrency=...)`` and no checkpointer: training
 rollouts are not resumed mid-step, the step is (see ``training``). Skills enter only through
-``SelfPlayContext.memory`` (anything with ``retrieve_scored``, ``render`` and ``shown``); the proposer has
+``SelfPlayContext.memory`` (anything with ``retrieve(questions)`` and ``render(skills)``); the proposer has
 no path to them.
 """
 
@@ -44,11 +44,9 @@ log = logging.getLogger(__name__)
 class SkillSource(Protocol):
     """What the self-play step needs of the skill memory (``sesa_graph.memory.SkillMemory``)."""
 
-    def retrieve_scored(self, questions: Sequence[str], k: int | None = None) -> list[list[tuple[Any, Any]]]: ...
+    def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[Any]]: ...
 
     def render(self, skills: Sequence[Any]) -> str: ...
-
-    def shown(self, skills: Sequence[Any]) -> list[Any]: ...
 
 
 class SelfPlayInput(TypedDict, total=False):
@@ -57,8 +55,6 @@ class SelfPlayInput(TypedDict, total=False):
     item_id: str
     target: str
     hops: int
-    examples: str | None
-    """Example questions from the target's pool row, shown to the proposer."""
     reuse_question: str | None
     """A question to ask the solver group instead of making a proposal."""
 
@@ -78,7 +74,7 @@ async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dic
     if state.get("reuse_question"):  # a question from an earlier step refills the solver batch: no proposal
         return {"proposal": {"final": state["reuse_question"], "valid": True, "reused": True}}
     out = await propose_graph.ainvoke(
-        {"target": state["target"], "hops": state.get("hops", 1), "examples": state.get("examples")},
+        {"target": state["target"], "hops": state.get("hops", 1)},
         context=ctx.proposer,
         config={"recursion_limit": recursion_limit(ctx.proposer.spec.max_turns)},
     )
@@ -92,16 +88,9 @@ def after_propose(state: SelfPlayItem) -> Literal["skills", "score"]:
 async def skills(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     memory = (await _ctx(runtime)).memory
     if memory is None:
-        return {"skill_ids": [], "skills_block": None, "skill_similarity": None}
-    (hits,) = memory.retrieve_scored([state["proposal"]["final"]])
-    # only the skills the render budget kept are in the prompt, so only they are credited with the outcome
-    shown = memory.shown([s for s, _ in hits])
-    sims = [sim for _, sim in hits[: len(shown)] if sim is not None]
-    return {
-        "skill_ids": [s.id for s in shown],
-        "skills_block": memory.render(shown) or None,
-        "skill_similarity": max(sims) if sims else None,
-    }
+        return {"skill_ids": [], "skills_block": None}
+    (hits,) = memory.retrieve([state["proposal"]["final"]])
+    return {"skill_ids": [s.id for s in hits], "skills_block": memory.render(hits) or None}
 
 
 async def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send]:
@@ -131,8 +120,7 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
             "verdicts": [],
             "success_rate": None,
             "solver_rewards": [],
-            # a search-server failure is not the proposer's fault: 0, and the trajectory is not trained on
-            "proposer_reward": 0.0 if proposal.get("status") == "search_error" else rcfg.format_penalty,
+            "proposer_reward": rcfg.format_penalty,
         }
     rollouts = sorted(state.get("rollouts", []), key=lambda r: r["sample"])
     items = [(proposal["final"], r.get("final"), [state["target"]]) for r in rollouts]
@@ -282,7 +270,6 @@ def collect(
                     invalid_reason=prop.get("invalid_reason"),
                     reward=out["proposer_reward"],
                     success_rate=out.get("success_rate"),
-                    trainable=prop.get("status") != "search_error",
                     policy_version=policy_versions[0],
                 )
             )
@@ -330,7 +317,6 @@ def collect(
                         "question_id": qid,
                         "evidence": failure_evidence(t.searches, evidence_docs, evidence_chars),
                         "group_success_rate": out["success_rate"],
-                        "skill_similarity": out.get("skill_similarity"),
                     }
                 )
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]

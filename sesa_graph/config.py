@@ -14,7 +14,14 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from sesa_graph.cluster_config import ClusterConfig
 from sesa_graph.config_yaml import ConfigError, apply_overrides, read_config_file, validation_message
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.model_config import EndpointConfig, ModelRef, PolicyConfig, Strict, default_models
+from sesa_graph.model_config import (
+    EndpointConfig,
+    ModelRef,
+    PolicyConfig,
+    Strict,
+    chat_template_kwargs_field,
+    default_models,
+)
 from sesa_graph.train_config import TrainConfig, check_train_layout
 from tools.config import SearchConfig
 from tools.config_model import check_http_url
@@ -109,10 +116,9 @@ class ProposerConfig(Strict):
         True,
         description="On the proposer's last turn the environment writes the "
         "opening <question> tag (not trained on), so a proposer that ran out of "
-        "turns still yields a question for the checks. On for the small CPU models: "
-        "without it they mostly end in no_question failures, which all earn the same "
-        "penalty and leave GRPO without signal. [SSP] does not force it (the proposer "
-        "must close its question itself, and validity counts that): the GPU configs set false.",
+        "turns still yields a question for the checks. Without it a small proposer "
+        "mostly ends in no_question failures, which all earn the same penalty "
+        "and leave GRPO without signal.",
     )
 
 
@@ -126,11 +132,8 @@ class JudgeConfig(Strict):
         "model). 'policy': the solver policy being trained -- warned, it grades itself.",
     )
     endpoint: str = Field("frozen", description="For kind 'model': a key of `models:`.")
-    chat_template_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Judge's chat-template arguments, e.g. {enable_thinking: false} for Qwen3: a thinking "
-        "template spends the judge's few tokens inside <think>, and an unfinished reply counts as "
-        "judge_unavailable, not as Wrong.",
+    chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field(
+        "the judge's", " An unfinished judge reply counts as judge_unavailable, not as Wrong."
     )
     max_tokens: int = Field(16, ge=1, description="Token budget of one judge reply.")
     base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
@@ -190,21 +193,12 @@ class RewardConfig(Strict):
         description="Penalty for questions every rollout solved or none did (the paper leaves lambda open; "
         "0.5 is ours, see sesa_graph.rewards).",
     )
-    format_penalty: float | None = Field(
-        None,
+    format_penalty: float = Field(
+        -1.0,
         le=0,
-        description="Proposer reward for an invalid question. Unset: -1 under 'frontier' and 'intermediate', "
-        "[SSP]'s 0 under 'one_minus_p' (so the SSP-style arm and 'w/o frontier shaping' give SSP's reward "
-        "whole). Deviation under frontier shaping: 0 would rank an invalid proposal above a trivial or "
-        "impossible one (-lambda), so SESA's is -1; under 1-p no valid question scores below 0, so 0 ranks "
-        "nothing wrongly.",
+        description="Proposer reward for an invalid question. [SSP] gives 0; deviation: with frontier shaping "
+        "0 would rank an invalid proposal above a trivial or impossible one (-lambda), so ours is -1.",
     )
-
-    @model_validator(mode="after")
-    def _penalty_by_reward(self) -> RewardConfig:
-        if self.format_penalty is None:
-            self.format_penalty = 0.0 if self.proposer == "one_minus_p" else -1.0
-        return self
 
 
 class RunConfig(Strict):

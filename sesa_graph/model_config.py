@@ -18,6 +18,15 @@ class Strict(ConfigModel):
     model_config = ConfigDict(validate_assignment=True)
 
 
+def chat_template_kwargs_field(whose: str, more: str = "") -> Any:
+    """The one definition of a ``chat_template_kwargs`` setting (a trained policy's or a fixed model's role's)."""
+    return Field(
+        default_factory=dict,
+        description=f"Extra arguments of {whose} chat template, e.g. {{enable_thinking: false}} for Qwen3, whose "
+        f"template otherwise opens <think> and spends a short reply's budget inside it.{more}",
+    )
+
+
 class PolicyConfig(Strict):
     """Where one policy's generations come from."""
 
@@ -68,6 +77,14 @@ class PolicyConfig(Strict):
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Weights dtype for 'local'."
+    )
+    chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field(
+        "this policy's",
+        " Every prompt of the trained policy is rendered with them, whatever its backend (the client renders "
+        "the token ids it sends to vLLM). [SSP]'s own chat template has no thinking mode: the GPU configs turn "
+        "Qwen3's off, so a turn spends its tokens on the Search-R1-style <think> the prompt asks for, not on a "
+        "template-opened one. Not for a fixed model's `serve:` (set it per role there, e.g. "
+        "judge.chat_template_kwargs).",
     )
     threads: int | None = Field(
         None,
@@ -282,11 +299,7 @@ class ModelRef(Strict):
         description="A key of `models:` (a fixed model, never trained), or 'policy' for the solver policy being "
         "trained -- allowed, but warned at start-up: the policy then grades or teaches itself, unlike the paper.",
     )
-    chat_template_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Extra arguments of this role's chat template, e.g. {enable_thinking: false} for Qwen3, whose "
-        "template otherwise opens <think> and spends a short reply's budget inside it.",
-    )
+    chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field("this role's")
 
 
 class EndpointConfig(Strict):
@@ -358,6 +371,12 @@ class EndpointConfig(Strict):
             raise ValueError("a model needs exactly one of `serve` (start it) and `base_url` (an endpoint)")
         if self.base_url is not None and not self.model:
             raise ValueError(f"base_url {self.base_url} needs `model` (the name served there)")
+        if self.serve is not None and self.serve.chat_template_kwargs:
+            raise ValueError(
+                "serve.chat_template_kwargs: a fixed model's template arguments are set per role that calls it "
+                "(judge.chat_template_kwargs, distiller.chat_template_kwargs, "
+                "proposer.rag_reader.chat_template_kwargs); move them there"
+            )
         return self
 
 

@@ -63,8 +63,6 @@ class ProposeInput(TypedDict, total=False):
 
     target: str
     hops: int
-    examples: str | None
-    """Example questions from the target's pool row (SSP's sys_question_example), shown in the prompt."""
 
 
 class ProposeState(RolloutState, ProposeInput):
@@ -82,14 +80,15 @@ class SelfPlayItem(TypedDict, total=False):
     item_id: str
     target: str
     hops: int
-    examples: str | None
-    """Example questions from the target's pool row (SSP's sys_question_example), shown to the proposer."""
     reuse_question: str | None
     """Set for a question reused from an earlier step to fill the solver batch (no proposal is made)."""
     proposal: dict[str, Any]
     """The finished ProposeState."""
     skill_ids: list[str]
+    """The skills shown in the solver prompt (those the render budget kept): the ones credited."""
     skills_block: str | None
+    skill_similarity: float | None
+    """Best cosine similarity between the question and a shown skill (None: none shown, or placebo)."""
     rollouts: Annotated[list[dict[str, Any]], operator.add]
     """Finished SolveStates of the group, each with its ``sample`` index (filled by the fan-out)."""
     verdicts: list[dict[str, Any]]

@@ -189,7 +189,12 @@ def make_policies(
             for server in group:
                 server.wait_healthy()
         return [
-            ServedPolicy(servers[i], tokenizer=tok or cfg.model, **_limit_kwargs(cfg))
+            ServedPolicy(
+                servers[i],
+                tokenizer=tok or cfg.model,
+                chat_template_kwargs=cfg.chat_template_kwargs,
+                **_limit_kwargs(cfg),
+            )
             if i in servers
             else _client(cfg, tok)
             for i, (cfg, tok, _) in enumerate(specs)
@@ -222,7 +227,12 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
 
         kind = RemoteVLLMPolicy if cfg.reload else OpenAIPolicy
         client = kind(
-            urls, cfg.model, tokenizer=tokenizer or cfg.train_model, api_key=key, **_limit_kwargs(cfg)
+            urls,
+            cfg.model,
+            tokenizer=tokenizer or cfg.train_model,
+            api_key=key,
+            chat_template_kwargs=cfg.chat_template_kwargs,
+            **_limit_kwargs(cfg),
         )
         if isinstance(client, RemoteVLLMPolicy):
             client.check_servers()
@@ -238,6 +248,7 @@ def _client(cfg: PolicyConfig, tokenizer: str | None) -> Any:
         batch_max_wait_ms=cfg.batch_max_wait_ms,
         threads=cfg.threads,
         kv_cache_mb=cfg.kv_cache_mb,
+        chat_template_kwargs=cfg.chat_template_kwargs,
     )
 
 

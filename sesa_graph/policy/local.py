@@ -31,6 +31,7 @@ from sesa_graph.policy.kv_cache import (
     row_states,
 )
 from sesa_graph.policy.stops import cut_at_stop, first_stop
+from sesa_graph.policy.templated import render_chat
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class LocalPolicy:
         max_context: int | None = None,
         threads: int | None = None,
         kv_cache_mb: int = 1024,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -103,6 +105,7 @@ class LocalPolicy:
         if threads:  # on a CPU shared with other busy processes, one thread is often several times faster
             torch.set_num_threads(threads)
         self.name = model
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})  # PolicyConfig.chat_template_kwargs
         self.path = resolve_policy_model(model)
         self.device = torch.device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
@@ -146,8 +149,7 @@ class LocalPolicy:
 
     # ---- token helpers shared by the nodes -------------------------------------------------------
     def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
-        out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+        return render_chat(self.tokenizer, messages, **self.chat_template_kwargs)
 
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -27,6 +27,7 @@ from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyUn
 from sesa_graph.policy.limits import CallLimits, call_with_retries
 from sesa_graph.policy.replies import Completion, completion, post_json, reply_cap, vocab_limit
 from sesa_graph.policy.stops import cut_at_stop
+from sesa_graph.policy.templated import render_chat
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,11 @@ class OpenAIPolicy:
         connect_timeout_s: float = 5.0,
         deadline_s: float = 120.0,
         setting: str = "",
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """``base_url``: one endpoint or a list of replicas serving the same ``model``; ``max_concurrency``:
-        requests in flight per replica (more wait here)."""
+        requests in flight per replica (more wait here); ``chat_template_kwargs``: the extra arguments every
+        chat prompt is rendered with (``PolicyConfig.chat_template_kwargs``)."""
         import httpx
         from transformers import AutoTokenizer
 
@@ -80,6 +83,7 @@ class OpenAIPolicy:
         if not urls:
             raise ValueError(f"policy {model!r}: no base_url given")
         self.name = model
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.base_urls = [u.rstrip("/") for u in urls]
         self.base_url = self.base_urls[0]
         source = resolve_policy_model(tokenizer or model)
@@ -119,8 +123,7 @@ class OpenAIPolicy:
         return state
 
     def encode_messages(self, messages: list[dict[str, str]]) -> list[int]:
-        out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(out["input_ids"] if hasattr(out, "keys") else out)
+        return render_chat(self.tokenizer, messages, **self.chat_template_kwargs)
 
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
