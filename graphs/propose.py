@@ -22,14 +22,14 @@ from sesa_graph.config import ProposerConfig
 from sesa_graph.rollout import proposal_checks
 from sesa_graph.rollout.loop import generate_turn, initial_state, run_search
 from sesa_graph.state import ProposeInput, ProposeState
+from sesa_graph.targets import MAX_HOPS
 
-MAX_HOPS = 5
 
-
-def proposer_messages(target: str, hops: int) -> list[dict[str, str]]:
+def proposer_messages(target: str, hops: int, examples: str | None = None) -> list[dict[str, str]]:
+    """The proposer's prompt: the target, its hop count and, when its pool row has them, example questions."""
     return [
         {"role": "system", "content": prompts.PROPOSER_SYSTEM},
-        {"role": "user", "content": prompts.render_proposer_user(target, hops)},
+        {"role": "user", "content": prompts.render_proposer_user(target, hops, examples)},
     ]
 
 
@@ -40,7 +40,8 @@ async def start(state: ProposeState, runtime: Runtime[ProposeContext]) -> dict[s
         raise ValueError("the propose graph needs a non-empty 'target'")
     if not isinstance(hops, int) or not 1 <= hops <= MAX_HOPS:
         raise ValueError(f"hops must be an integer in 1..{MAX_HOPS}, got {hops!r}")
-    ids = (await _ctx(runtime)).policy.encode_messages(proposer_messages(target, hops))
+    messages = proposer_messages(target, hops, state.get("examples"))
+    ids = (await _ctx(runtime)).policy.encode_messages(messages)
     return {**initial_state(ids), "target": target, "hops": hops}
 
 
@@ -96,10 +97,10 @@ def build_propose_graph():
 graph = build_propose_graph()
 
 
-async def propose(target: str, hops: int, ctx: ProposeContext) -> ProposeState:
+async def propose(target: str, hops: int, ctx: ProposeContext, examples: str | None = None) -> ProposeState:
     """Run one proposer rollout + validation and return its final state."""
     return await graph.ainvoke(
-        {"target": target, "hops": hops},
+        {"target": target, "hops": hops, "examples": examples},
         context=ctx,
         config={"recursion_limit": recursion_limit(ctx.spec.max_turns)},
     )

@@ -55,6 +55,8 @@ class SelfPlayInput(TypedDict, total=False):
     item_id: str
     target: str
     hops: int
+    examples: str | None
+    """Example questions from the target's pool row, shown to the proposer."""
     reuse_question: str | None
     """A question to ask the solver group instead of making a proposal."""
 
@@ -74,7 +76,7 @@ async def propose(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dic
     if state.get("reuse_question"):  # a question from an earlier step refills the solver batch: no proposal
         return {"proposal": {"final": state["reuse_question"], "valid": True, "reused": True}}
     out = await propose_graph.ainvoke(
-        {"target": state["target"], "hops": state.get("hops", 1)},
+        {"target": state["target"], "hops": state.get("hops", 1), "examples": state.get("examples")},
         context=ctx.proposer,
         config={"recursion_limit": recursion_limit(ctx.proposer.spec.max_turns)},
     )

@@ -17,6 +17,7 @@ from sesa_cli.config import config_app
 from sesa_cli.plan import plan_command
 from sesa_cli.policy import policy_app
 from sesa_cli.search import search_app
+from sesa_cli.targets import targets_app
 from sesa_cli.train import train, trainers
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -56,6 +57,7 @@ def build_app() -> typer.Typer:
     runs.register(app)
     app.add_typer(policy_app, name="policy")
     app.add_typer(config_app, name="config")
+    app.add_typer(targets_app, name="targets", help="Build and check target pools (train.target_pool).")
     app.command("plan")(plan_command)
     return app
 

@@ -116,9 +116,10 @@ class ProposerConfig(Strict):
         True,
         description="On the proposer's last turn the environment writes the "
         "opening <question> tag (not trained on), so a proposer that ran out of "
-        "turns still yields a question for the checks. Without it a small proposer "
-        "mostly ends in no_question failures, which all earn the same penalty "
-        "and leave GRPO without signal.",
+        "turns still yields a question for the checks. On for the small CPU models: "
+        "without it they mostly end in no_question failures, which all earn the same "
+        "penalty and leave GRPO without signal. [SSP] does not force it (the proposer "
+        "must close its question itself, and validity counts that): the GPU configs set false.",
     )
 
 
@@ -193,12 +194,21 @@ class RewardConfig(Strict):
         description="Penalty for questions every rollout solved or none did (the paper leaves lambda open; "
         "0.5 is ours, see sesa_graph.rewards).",
     )
-    format_penalty: float = Field(
-        -1.0,
+    format_penalty: float | None = Field(
+        None,
         le=0,
-        description="Proposer reward for an invalid question. [SSP] gives 0; deviation: with frontier shaping "
-        "0 would rank an invalid proposal above a trivial or impossible one (-lambda), so ours is -1.",
+        description="Proposer reward for an invalid question. Unset: -1 under 'frontier' and 'intermediate', "
+        "[SSP]'s 0 under 'one_minus_p' (so the SSP-style arm and 'w/o frontier shaping' give SSP's reward "
+        "whole). Deviation under frontier shaping: 0 would rank an invalid proposal above a trivial or "
+        "impossible one (-lambda), so SESA's is -1; under 1-p no valid question scores below 0, so 0 ranks "
+        "nothing wrongly.",
     )
+
+    @model_validator(mode="after")
+    def _penalty_by_reward(self) -> RewardConfig:
+        if self.format_penalty is None:
+            self.format_penalty = 0.0 if self.proposer == "one_minus_p" else -1.0
+        return self
 
 
 class RunConfig(Strict):

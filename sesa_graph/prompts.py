@@ -136,8 +136,18 @@ PROPOSER_FINAL_NOTICE = "No searches left. Write your question now with <questio
 PROPOSER_FINAL_FORCED_NOTICE = "No searches left. Write your question now."
 
 
-def render_proposer_user(target: str, hops: int) -> str:
-    return PROPOSER_USER.format(target=escape(target), hops=hops)
+# SSP's pool rows carry example questions (``sys_question_example``) that its proposer prompt shows: the form
+# of a good question. They are about other answers, so they are shown as form only.
+PROPOSER_EXAMPLES = "\n\nExamples of well-formed questions (about other answers; copy their form, not their facts):\n{examples}"
+
+
+def render_proposer_user(target: str, hops: int, examples: str | None = None) -> str:
+    text = PROPOSER_USER.format(target=escape(target), hops=hops)
+    return (
+        text + PROPOSER_EXAMPLES.format(examples=escape(examples.strip()))
+        if examples and examples.strip()
+        else text
+    )
 
 
 # --- Judge ---

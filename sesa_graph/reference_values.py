@@ -26,9 +26,16 @@ REFERENCES: dict[str, Reference] = {
     "proposer.min_words": Reference(10, "SSP", "shortest valid question"),
     "proposer.rag_check": Reference(True, "paper", "RAG verification of each proposal"),
     "proposer.rag_distractors": Reference(4, "paper"),
+    "proposer.force_final_question": Reference(False, "SSP", "the proposer closes its <question> itself"),
     # rewards
     "rewards.proposer": Reference("frontier", "paper", "frontier shaping -lambda / 4(l+p)(h-p)"),
     "rewards.format_penalty": Reference(0.0, "SSP", "reward of an invalid proposal"),
+    # the training targets
+    "train.target_pool": Reference(
+        "runs/targets/train_answers_random_hop_50000_proposer.jsonl",
+        "SSP",
+        "SSP's released ~50k answers, each with its own hop count and example questions, drawn in shuffled epochs",
+    ),
     # the skill memory
     "memory.embedder": Reference("intfloat/e5-base-v2", "paper"),
     "memory.top_k": Reference(3, "paper"),
@@ -54,7 +61,8 @@ REFERENCES: dict[str, Reference] = {
 # Where the GPU configs (and the project) knowingly differ from a reference value, and why.
 DEVIATIONS: dict[str, str] = {
     "rewards.format_penalty": "SSP gives an invalid proposal 0. Under frontier shaping that would rank it above a "
-    "trivial or impossible question (-lambda); -1 keeps invalid < degenerate < frontier.",
+    "trivial or impossible question (-lambda); -1 keeps invalid < degenerate < frontier. Under SSP's 1-p reward "
+    "(the SSP-style arm, 'w/o frontier shaping') the unset default is SSP's 0.",
 }
 
 # Reference choices no config field expresses; printed with the deviations.

@@ -63,6 +63,8 @@ class ProposeInput(TypedDict, total=False):
 
     target: str
     hops: int
+    examples: str | None
+    """Example questions from the target's pool row (SSP's sys_question_example), shown in the prompt."""
 
 
 class ProposeState(RolloutState, ProposeInput):
@@ -80,6 +82,8 @@ class SelfPlayItem(TypedDict, total=False):
     item_id: str
     target: str
     hops: int
+    examples: str | None
+    """Example questions from the target's pool row (SSP's sys_question_example), shown to the proposer."""
     reuse_question: str | None
     """Set for a question reused from an earlier step to fill the solver batch (no proposal is made)."""
     proposal: dict[str, Any]

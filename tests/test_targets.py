@@ -1,27 +1,9 @@
-"""Target pools: SSP format, the embedded builder, deterministic sampling, bootstrap questions."""
+"""Target pools: the embedded builder, sampling in epochs, bootstrap questions (pool files:
+tests/test_target_pool.py)."""
 
-import json
+from collections import Counter
 
-import pytest
-
-from sesa_graph.fsutil import JsonlError
-from sesa_graph.targets import Target, bootstrap_question, build_embedded_pool, load_ssp_pool, sample_targets
-
-
-def test_ssp_pool_format(tmp_path):
-    p = tmp_path / "pool.jsonl"
-    rows = [
-        {"ground_truth": ["Richard Strauss"], "search_turns": 2, "sys_question_example": "Who ...?"},
-        {"ground_truth": "Paris", "search_turns": 9},
-    ]
-    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert load_ssp_pool(p) == [Target("Richard Strauss", 2, "Who ...?"), Target("Paris", 5, None)]
-    p.write_text('{"ground_truth": ["a"]}\nnot json\n')
-    with pytest.raises(JsonlError, match="pool.jsonl:2"):
-        load_ssp_pool(p)
-    p.write_text('{"answer": "x"}\n')
-    with pytest.raises(ValueError, match="row 1"):
-        load_ssp_pool(p)
+from sesa_graph.targets import Target, bootstrap_question, build_embedded_pool, sample_targets
 
 
 def test_embedded_pool_and_sampling():
@@ -32,6 +14,19 @@ def test_embedded_pool_and_sampling():
     assert a == sample_targets(pool, 4, step=3, seed=0)  # a resumed run draws the same targets
     assert a != sample_targets(pool, 4, step=4, seed=0)
     assert len({t.answer for t in a}) == 4
+
+
+def test_targets_are_drawn_in_epochs_without_replacement():
+    pool = [Target(f"t{i}", 1 + i % 3) for i in range(10)]
+    # 10 targets, 3 a step: 3 steps an epoch (the 10th is dropped that epoch), no repeat inside an epoch
+    epoch0 = [t for step in range(3) for t in sample_targets(pool, 3, step, seed=1)]
+    assert len(epoch0) == 9 and len(set(epoch0)) == 9
+    epoch1 = [t for step in range(3, 6) for t in sample_targets(pool, 3, step, seed=1)]
+    assert len(set(epoch1)) == 9 and epoch1 != epoch0  # a fresh shuffle each epoch
+    # over many epochs every target is drawn about equally often (with replacement it would scatter)
+    counts = Counter(t.answer for step in range(300) for t in sample_targets(pool, 3, step, seed=1))
+    assert set(counts) == {t.answer for t in pool} and max(counts.values()) - min(counts.values()) <= 30
+    assert len(sample_targets(pool[:2], 3, step=5)) == 2  # a pool smaller than a step: all of it
 
 
 def test_bootstrap_question_hides_the_target():

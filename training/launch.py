@@ -212,12 +212,14 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
     from rich.live import Live
 
+    from sesa_graph.targets import check_pool
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
     from training.tracking import check_tracker
 
     check_tracker(cfg.train.report_to)
     check_gpu_plan(cfg)
+    check_pool(cfg.train.target_pool)  # a missing or bad pool file stops here, before servers and trainers
     if start >= cfg.train.steps:
         if all((run_dir / "policies" / r / ".complete").exists() for r in ROLES):
             console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")

@@ -230,7 +230,8 @@ class Orchestrator:
         self.reuse.rewind(step)
         targets = sample_targets(self.pool, tc.targets_per_step, step, cfg.seed)
         items = [
-            {"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)
+            {"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops, "examples": t.example}
+            for i, t in enumerate(targets)
         ]
         common = {
             "step": step,
@@ -303,8 +304,8 @@ class Orchestrator:
         if len(picks) < need and strict:
             raise RuntimeError(
                 f"step {step}: cannot fill the solver batch ({len(picks)} of {need} questions): no valid "
-                "proposal yet, and no pool target gave a bootstrap question (pool rows without "
-                "sys_question_example whose title the search backend does not return)"
+                "proposal yet, and no pool target gave a bootstrap question (the search backend returned no "
+                "article titled as a drawn target, so no cloze question could be made)"
             )
         return [
             {
@@ -319,8 +320,8 @@ class Orchestrator:
     def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
         """Questions for the first steps of an untrained proposer, none of ``skip``: on the embedded corpus
         the warm-up's grounded solver questions (their search retrieves the answer's article); on any other
-        corpus or search server, a pool row's example question (SSP pools carry one) or else a cloze of the
-        target's own article as the search backend returns it."""
+        corpus or search server, a cloze of the target's own article as the search backend returns it (never
+        a pool row's example questions: they are about other answers)."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
             from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
 
@@ -345,10 +346,10 @@ class Orchestrator:
         for t in rng.sample(self.pool, min(len(self.pool), 20 * n)):
             if len(out) == n:
                 break
-            q = t.example or self._cloze(t.answer)
+            q = self._cloze(t.answer)
             if q and q not in skip:
                 skip = skip | {q}
-                out.append({"question": q, "target": t.answer, "hops": 1 if not t.example else t.hops})
+                out.append({"question": q, "target": t.answer, "hops": 1})
         return out
 
     def _cloze(self, target: str) -> str | None:

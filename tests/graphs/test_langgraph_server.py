@@ -46,7 +46,7 @@ def test_every_graph_has_renderable_schemas():
         assert graph.get_input_jsonschema()["properties"]
         assert "status" in graph.get_output_jsonschema()["properties"] or graph is selfplay_graph
     assert set(solve_graph.get_input_jsonschema()["properties"]) == {"question", "skills_block"}
-    assert set(propose_graph.get_input_jsonschema()["properties"]) == {"target", "hops"}
+    assert set(propose_graph.get_input_jsonschema()["properties"]) == {"target", "hops", "examples"}
     assert "target" in selfplay_graph.get_input_jsonschema()["properties"]
     assert "proposer_reward" in selfplay_graph.get_output_jsonschema()["properties"]
 

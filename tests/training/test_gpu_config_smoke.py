@@ -90,8 +90,17 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
         micro_batch_size=1,
         trainer_threads=1,
         report_to="none",
+        # the config's pool is SSP's released file; a small one built from a fixture, as a user builds theirs
+        target_pool=str(_pool(tmp)),
     )
     return cfg
+
+
+def _pool(tmp: Path) -> Path:
+    from sesa_graph.target_build import build_pool, write_pool
+
+    write_pool(build_pool(Path(__file__).parent / "smoke_qa.jsonl"), tmp / "pool.jsonl")
+    return tmp / "pool.jsonl"
 
 
 @contextlib.contextmanager
