@@ -7,7 +7,7 @@ Each solver rollout is its own invocation of the solve graph (fanned out with ``
 of a group never wait for each other turn by turn; the local policy micro-batches whatever is in flight.
 A step runs many items at once with ``abatch(max_concurrency=...)`` and no checkpointer: training
 rollouts are not resumed mid-step, the step is (see ``training``). Skills enter only through
-``SelfPlayContext.memory`` (anything with ``retrieve(questions)`` and ``render(skills)``); the proposer has
+``SelfPlayContext.memory`` (anything with ``retrieve_scored``, ``render`` and ``shown``); the proposer has
 no path to them.
 """
 
@@ -34,7 +34,7 @@ from sesa_graph import rewards
 from sesa_graph.config import RewardConfig
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.rollout.judge import Judge
-from sesa_graph.rollout.loop import RolloutContext
+from sesa_graph.rollout.loop import RolloutContext, turn_cap_cuts
 from sesa_graph.state import SelfPlayItem
 from sesa_graph.trajectory import Trajectory
 
@@ -44,9 +44,13 @@ log = logging.getLogger(__name__)
 class SkillSource(Protocol):
     """What the self-play step needs of the skill memory (``sesa_graph.memory.SkillMemory``)."""
 
-    def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[Any]]: ...
+    def retrieve_scored(
+        self, questions: Sequence[str], k: int | None = None
+    ) -> list[list[tuple[Any, Any]]]: ...
 
     def render(self, skills: Sequence[Any]) -> str: ...
+
+    def shown(self, skills: Sequence[Any]) -> list[Any]: ...
 
 
 class SelfPlayInput(TypedDict, total=False):
@@ -90,9 +94,16 @@ def after_propose(state: SelfPlayItem) -> Literal["skills", "score"]:
 async def skills(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     memory = (await _ctx(runtime)).memory
     if memory is None:
-        return {"skill_ids": [], "skills_block": None}
-    (hits,) = memory.retrieve([state["proposal"]["final"]])
-    return {"skill_ids": [s.id for s in hits], "skills_block": memory.render(hits) or None}
+        return {"skill_ids": [], "skills_block": None, "skill_similarity": None}
+    (hits,) = memory.retrieve_scored([state["proposal"]["final"]])
+    # only the skills the render budget kept are in the prompt, so only they are credited with the outcome
+    shown = memory.shown([s for s, _ in hits])
+    sims = [sim for _, sim in hits[: len(shown)] if sim is not None]
+    return {
+        "skill_ids": [s.id for s in shown],
+        "skills_block": memory.render(shown) or None,
+        "skill_similarity": max(sims) if sims else None,
+    }
 
 
 async def fan_out(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> list[Send]:
@@ -122,7 +133,8 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
             "verdicts": [],
             "success_rate": None,
             "solver_rewards": [],
-            "proposer_reward": rcfg.format_penalty,
+            # a search-server failure is not the proposer's fault: 0, and the trajectory is not trained on
+            "proposer_reward": 0.0 if proposal.get("status") == "search_error" else rcfg.format_penalty,
         }
     rollouts = sorted(state.get("rollouts", []), key=lambda r: r["sample"])
     items = [(proposal["final"], r.get("final"), [state["target"]]) for r in rollouts]
@@ -272,6 +284,7 @@ def collect(
                     invalid_reason=prop.get("invalid_reason"),
                     reward=out["proposer_reward"],
                     success_rate=out.get("success_rate"),
+                    trainable=prop.get("status") != "search_error",
                     policy_version=policy_versions[0],
                 )
             )
@@ -319,6 +332,7 @@ def collect(
                         "question_id": qid,
                         "evidence": failure_evidence(t.searches, evidence_docs, evidence_chars),
                         "group_success_rate": out["success_rate"],
+                        "skill_similarity": out.get("skill_similarity"),
                     }
                 )
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]
@@ -345,6 +359,11 @@ def collect(
         ),
         "proposals_by_hops": _by_hops(proposer),
         "proposal_searches": dict(sorted(Counter(str(t.n_searches) for t in proposer).items())),
+        # turns max_tokens_per_turn cut (each parses as unfinished and is wasted), per role
+        "turns_cut_by_turn_cap": {
+            "proposer": turn_cap_cuts([t.turns for t in proposer]),
+            "solver": turn_cap_cuts([t.turns for t in solver]),
+        },
         "failures": len(failures),
     }
     return StepOutput(list(finals), proposer, solver, failures, outcomes, metrics)

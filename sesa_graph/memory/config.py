@@ -72,20 +72,36 @@ class MemoryConfig(ConfigModel):
     priority_guided_weight: float = Field(
         1.0,
         ge=0,
-        description="Queue priority bonus for a failure whose rollout had skills in its prompt and still "
-        "failed (the bank's blind spots).",
+        description="Queue priority bonus for a failure whose rollout had relevant skills in its prompt and "
+        "still failed (the bank's blind spots; see priority_guided_min_similarity). Ours: the paper ranks "
+        "the queue by usefulness and gives no weights (sesa_graph/memory/queue.py has the formula).",
+    )
+    priority_guided_min_similarity: float | None = Field(
+        0.25,
+        ge=-1.0,
+        le=1.0,
+        description="A failure counts as guided only when the best cosine similarity between its question and "
+        "the skills shown in its prompt is >= this. Retrieval always returns the top k ([paper], no "
+        "similarity_floor), so without a floor (None) every failure of a run with a bank is guided and the "
+        "term orders nothing. Ours, for the embedded MiniLM (the seed skills' best match to a question "
+        "spans about 0.1-0.35); E5 similarities sit higher, see the GPU configs. Failure records carry "
+        "skill_similarity, so a run's failures files show the spread to set it from.",
     )
     priority_repeat_weight: float = Field(
         0.5,
         ge=0,
         description="Queue priority bonus per additional failed rollout of the same question (within a "
-        "group and across steps).",
+        "group and across steps), scaled by the frontier score 4p(1-p) so a p = 0 group's G failures add "
+        "nothing. Ours: the paper gives no weights.",
     )
     consolidate_every: int = Field(
         10, ge=1, description="Try a consolidation every this many steps (paper: 10)."
     )
     consolidate_min_pending: int = Field(
-        20, ge=1, description="Consolidate only when at least this many failures are pending (paper: 20)."
+        20,
+        ge=1,
+        description="Consolidate only when at least this many failures are pending (paper: 20): failed "
+        "rollouts, a question's repeated failures included, not distinct questions.",
     )
     max_distill_per_pass: int = Field(
         30, ge=1, description="Most failures sent to the distiller in one consolidation (paper: 30)."

@@ -31,7 +31,7 @@ from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator
 from sesa_graph.memory.distiller import DistillerError, distiller_kind
 from sesa_graph.memory.placebo import placebo_for
-from sesa_graph.memory.queue import FailureQueue, FailureRecord, QueueError
+from sesa_graph.memory.queue import FailureQueue, FailureRecord, QueueError, priority_settings
 from sesa_graph.memory.skill import Skill
 from sesa_graph.memory.utility import Outcome, select_evictions
 
@@ -147,12 +147,7 @@ class SkillMemory:
     def _load_queue(bank: SkillBank) -> FailureQueue:
         c = bank.config
         try:
-            return FailureQueue.load(
-                bank.path / QUEUE,
-                cap=c.queue_cap,
-                guided_weight=c.priority_guided_weight,
-                repeat_weight=c.priority_repeat_weight,
-            )
+            return FailureQueue.load(bank.path / QUEUE, **priority_settings(c))
         except QueueError as exc:
             bank.close()
             raise BankCorruptError(f"skill bank {bank.path}: {exc}") from None
@@ -177,16 +172,30 @@ class SkillMemory:
 
     def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[Skill]]:
         """Skills for each question's solver prompt (mode-aware; 'off' gives empty lists)."""
+        return [[s for s, _ in hits] for hits in self.retrieve_scored(questions, k)]
+
+    def retrieve_scored(
+        self, questions: Sequence[str], k: int | None = None
+    ) -> list[list[tuple[Skill, float | None]]]:
+        """``retrieve`` with each skill's cosine similarity to its question (None for a placebo skill)."""
         if self.bank is None:
             return [[] for _ in questions]
-        hits = self.bank.retrieve(questions, k)
+        hits = self.bank.retrieve_scored(questions, k)
         if self.mode == "placebo":
-            return [placebo_for(q, h) for q, h in zip(questions, hits)]
+            return [[(s, None) for s in placebo_for(q, [s for s, _ in h])] for q, h in zip(questions, hits)]
         return hits
 
     def render(self, skills: Sequence[Skill]) -> str:
         """The solver-prompt block for one question's skills ('' when there are none)."""
         return self.bank.render_for_prompt(skills) if self.bank is not None and skills else ""
+
+    def shown(self, skills: Sequence[Skill]) -> list[Skill]:
+        """The skills ``render`` puts in the prompt: the leading ones that fit ``render_max_chars`` (a skill
+        that would overflow it is left out whole, and so are the ones after it). Only these are credited."""
+        n = 0
+        while n < len(skills) and self.render(skills[: n + 1]) != self.render(skills[:n]):
+            n += 1
+        return list(skills[:n])
 
     def apply_outcomes(self, outcomes: Iterable[Outcome | tuple]) -> dict[str, int]:
         """Credit one step's judged rollouts (modes 'on' and 'static'; ignored otherwise)."""
@@ -207,7 +216,8 @@ class SkillMemory:
             and not self.consolidator.busy
             and step > 0
             and step % self.config.consolidate_every == 0
-            and len(self.queue) >= self.config.consolidate_min_pending
+            # [paper] at least 20 pending failures: failed rollouts, a question's repeats included
+            and self.queue.pending_failures >= self.config.consolidate_min_pending
         )
 
     def maybe_consolidate(self, step: int, force: bool = False) -> bool:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from sesa_graph.fsutil import JsonlError, read_jsonl
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.consolidation import ConsolidationResult, distill_pass
-from sesa_graph.memory.queue import FailureQueue, FailureRecord
+from sesa_graph.memory.queue import FailureQueue, FailureRecord, priority_settings
 from sesa_graph.memory.skill import Skill, load_seeds, load_skill_file, write_skill_file
 
 FAILURES_DIR = "failures"
@@ -74,12 +74,7 @@ def mine(
     """Distil the top ``max_failures`` failures into skills that are not near-duplicates of ``against``
     (default: the seeds) or of each other."""
     config = config or MemoryConfig()
-    queue = FailureQueue(
-        None,
-        cap=max(len(records), 1),
-        guided_weight=config.priority_guided_weight,
-        repeat_weight=config.priority_repeat_weight,
-    )
+    queue = FailureQueue(None, **{**priority_settings(config), "cap": max(len(records), 1)})
     queue.add(records, frontier_only=config.failure_source == "frontier")
     against = load_seeds(config.seeds_file)[1] if against is None else against
     matrix = (

@@ -8,19 +8,24 @@ searching; it is counted as ``skipped_not_frontier``. A record without a rate (w
 existed) is kept: there is nothing to judge it by.
 
 Failures of the same question (normalized text) merge into one entry that counts its failed rollouts
-(``failures``) and the distinct steps it failed in (``groups``). The priority is::
+(``failures``, inside a group and across steps) and the distinct steps it failed in (``groups``). The
+priority is::
 
-    guided_weight * guided + frontier * (1 + repeat_weight * (groups - 1))
+    guided_weight * guided + frontier * (1 + repeat_weight * (failures - 1))
 
-    guided   = 1 if a failing rollout had skills in its prompt (the bank's blind spots), else 0
+    guided   = 1 if a failing rollout had skills in its prompt (the bank's blind spots) whose best cosine
+               similarity to the question reached ``guided_min_similarity`` (None: any shown skill counts),
+               else 0. Retrieval returns the top k with no floor, so without this every failure of a run
+               with a bank would be 'guided' and the term would order nothing.
     frontier = max over the entry's failures of 4 p (1 - p): 1 at p = 0.5, 0 at p = 0 or 1 or p unknown
 
-so a frontier failure near p = 0.5, or one with skills in its prompt, ranks highest, and a question that
-is on the frontier again in later steps climbs. Failed rollouts of one group no longer add up: the G
-failures of a p = 0 group used to rank it first, although it is the least informative. Ties go to the
-most recent. When the queue is over its cap the lowest-priority entry is dropped and counted. A
-consolidation *picks* entries (they stay queued) and only removes the ones it consumed when its result is
-committed, so failures that were not picked, or whose distillation errored, stay.
+so a frontier failure near p = 0.5, one that relevant skills did not prevent, and one that failed in more
+rollouts rank higher. The repeat term is scaled by the frontier score, so the G failures of a p = 0 group
+(mostly a bad question) add nothing. Ties go to the most recent. When the queue is over its cap the
+lowest-priority entry is dropped and counted. ``pending_failures`` (failed rollouts, not questions) is what
+the consolidation's minimum counts ([paper]: at least 20 pending failures). A consolidation *picks* entries
+(they stay queued) and only removes the ones it consumed when its result is committed, so failures that
+were not picked, or whose distillation errored, stay.
 
 The queue is one JSON file, rewritten atomically on every change; entries and records written before
 ``groups``, ``frontier``, ``evidence`` and ``group_success_rate`` existed load with their defaults.
@@ -32,10 +37,12 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sesa_graph.fsutil import write_json_atomic
+from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.utility import IGNORED_STATUSES
 from tools.errors import UserError
 
@@ -76,6 +83,13 @@ class FailureRecord(BaseModel):
     )
     group_success_rate: float | None = Field(
         None, ge=0, le=1, description="Success rate p of the rollout's group (None: not recorded)."
+    )
+    skill_similarity: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Best cosine similarity between the question and the skills shown in its prompt (None: "
+        "none shown, or not recorded -- then any shown skill makes it guided).",
     )
 
 
@@ -129,6 +143,25 @@ def frontier_score(p: float | None) -> float:
     return 0.0 if p is None else 4.0 * p * (1.0 - p)
 
 
+def is_guided(record: FailureRecord, min_similarity: float | None) -> bool:
+    """Skills were in the failing rollout's prompt and (with a floor) the best of them was relevant. A record
+    without a similarity (written before the field existed) counts as guided: nothing to judge it by."""
+    if not record.retrieved_skill_ids:
+        return False
+    sim = record.skill_similarity
+    return min_similarity is None or sim is None or sim >= min_similarity
+
+
+def priority_settings(config: MemoryConfig) -> dict[str, Any]:
+    """The FailureQueue keyword arguments a memory config sets (one place for every queue a run builds)."""
+    return {
+        "cap": config.queue_cap,
+        "guided_weight": config.priority_guided_weight,
+        "repeat_weight": config.priority_repeat_weight,
+        "guided_min_similarity": config.priority_guided_min_similarity,
+    }
+
+
 def skip_reason(record: FailureRecord, frontier_only: bool = False) -> str | None:
     """Why a rollout does not belong in the queue (None when it does)."""
     if record.correct:
@@ -147,12 +180,18 @@ class FailureQueue:
     """Bounded, persisted priority queue of pending failures. Owned by the single bank writer."""
 
     def __init__(
-        self, path: Path | None, cap: int = 300, guided_weight: float = 1.0, repeat_weight: float = 0.5
+        self,
+        path: Path | None,
+        cap: int = 300,
+        guided_weight: float = 1.0,
+        repeat_weight: float = 0.5,
+        guided_min_similarity: float | None = None,
     ):
         self.path = Path(path) if path is not None else None
         self.cap = cap
         self.guided_weight = guided_weight
         self.repeat_weight = repeat_weight
+        self.guided_min_similarity = guided_min_similarity
         self.entries: dict[str, PendingFailure] = {}
         self.stats: Counter[str] = Counter()
         self._seq = 0
@@ -191,9 +230,14 @@ class FailureQueue:
     def __len__(self) -> int:
         return len(self.entries)
 
+    @property
+    def pending_failures(self) -> int:
+        """Failed rollouts waiting, repeats of one question included (``len`` counts questions)."""
+        return sum(e.failures for e in self.entries.values())
+
     def priority(self, e: PendingFailure) -> float:
         """See the module docstring."""
-        return self.guided_weight * e.guided + e.frontier * (1.0 + self.repeat_weight * (e.groups - 1))
+        return self.guided_weight * e.guided + e.frontier * (1.0 + self.repeat_weight * (e.failures - 1))
 
     def _rank(self, e: PendingFailure) -> tuple[float, int]:
         return (self.priority(e), e.seq)
@@ -212,7 +256,7 @@ class FailureQueue:
                 continue
             self._seq += 1
             key = question_key(rec.question)
-            guided = bool(rec.retrieved_skill_ids)
+            guided = is_guided(rec, self.guided_min_similarity)
             frontier = frontier_score(rec.group_success_rate)
             old = self.entries.get(key)
             if old is None:

@@ -1,6 +1,7 @@
 """One self-play step with scripted policies: validation, fan-out, judging, rewards, skills isolation."""
 
 import asyncio
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,15 +17,19 @@ SECRET = "ZEBRA-SKILL-TEXT"
 
 
 class FakeMemory:
-    def __init__(self):
+    def __init__(self, fits=2):
         self.asked = []
+        self.fits = fits  # how many skills the render budget keeps
 
-    def retrieve(self, questions, k=None):
+    def retrieve_scored(self, questions, k=None):
         self.asked.extend(questions)
-        return [[SimpleNamespace(id="s1"), SimpleNamespace(id="s2")] for _ in questions]
+        return [[(SimpleNamespace(id="s1"), 0.4), (SimpleNamespace(id="s2"), 0.7)] for _ in questions]
 
     def render(self, skills):
-        return f"Search tips: {SECRET}"
+        return f"Search tips: {SECRET} " + " ".join(s.id for s in skills)
+
+    def shown(self, skills):
+        return list(skills[: self.fits])
 
 
 def proposer_script(prompt, i):
@@ -140,3 +145,25 @@ def test_failure_evidence_dedupes_and_caps():
     ]
     assert failure_evidence(searches, 1, 10) == [{"title": "A", "text": "x" * 10}]
     assert failure_evidence(searches, 0, 10) == []
+
+
+def test_only_skills_in_the_prompt_are_credited(ctx, tokenizer):
+    ctx.solver.policy = ScriptedPolicy(tokenizer, searching_solver())
+    ctx.memory.fits = 1  # the render budget keeps the first skill only
+    out = asyncio.run(run_step([{"item_id": "a", "target": "Dijon", "hops": 1}], ctx, step=2))
+    assert all(t.skill_ids == ["s1"] for t in out.solver)
+    assert all(ids == ["s1"] for ids, _, _ in out.outcomes)
+    assert not any("s2" in p for p in ctx.solver.policy.prompts)
+    # the failure records the best similarity among the shown skills (s2's 0.7 was not shown)
+    assert out.failures and all(f["skill_similarity"] == 0.4 for f in out.failures)
+
+
+def test_a_proposal_ended_by_a_search_error_is_not_trained(ctx, tokenizer):
+    from tests.graphs.conftest import ListSearch
+
+    ctx.proposer.search = ListSearch([], fail=True)
+    ctx.proposer.spec = replace(ctx.proposer.spec, search_retries=0)
+    out = asyncio.run(run_step([{"item_id": "a", "target": "Dijon", "hops": 1}], ctx))
+    (t,) = out.proposer
+    assert t.invalid_reason == "no_question:search_error"
+    assert t.reward == 0.0 and t.trainable is False  # not -1: the search server failed, not the proposer

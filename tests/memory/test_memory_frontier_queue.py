@@ -43,15 +43,53 @@ def test_frontier_score_peaks_at_half():
     assert frontier_score(None) == 0.0 and frontier_score(0.2) == pytest.approx(frontier_score(0.8))
 
 
-def test_repeats_count_steps_not_rollouts_of_one_group():
+def test_repeated_failures_count_inside_a_group_and_across_steps():
     q = FailureQueue(None, guided_weight=1.0, repeat_weight=0.5)
     q.add([failure(1, group_success_rate=0.4, step=1)] * 3)  # three failed rollouts of one group
     q.add([failure(2, group_success_rate=0.4, step=1)])
     q.add([failure(2, group_success_rate=0.6, step=2)])  # on the frontier again a step later
-    e1, e2 = (q.entries[next(k for k in q.entries if f"number {i} " in k)] for i in (1, 2))
+    q.add([failure(3, group_success_rate=0.4, step=1)])  # failed once
+    e1, e2, e3 = (q.entries[next(k for k in q.entries if f"number {i} " in k)] for i in (1, 2, 3))
     assert (e1.failures, e1.groups) == (3, 1) and (e2.failures, e2.groups) == (2, 2)
-    assert q.priority(e1) == pytest.approx(0.96) and q.priority(e2) == pytest.approx(0.96 * 1.5)
-    assert q.pick(1)[0].key == e2.key
+    assert q.priority(e1) == pytest.approx(0.96 * 2) and q.priority(e2) == pytest.approx(0.96 * 1.5)
+    assert q.priority(e3) == pytest.approx(0.96)
+    assert [e.key for e in q.pick(3)] == [e1.key, e2.key, e3.key]
+    assert len(q) == 3 and q.pending_failures == 6
+
+
+def test_repeats_of_a_group_nobody_solved_add_nothing():
+    q = FailureQueue(None, guided_weight=1.0, repeat_weight=0.5)
+    q.add([failure(1, group_success_rate=0.0)] * 5)
+    assert q.priority(next(iter(q.entries.values()))) == 0.0
+
+
+def test_guided_needs_a_relevant_skill_in_the_prompt():
+    q = FailureQueue(None, guided_weight=1.0, repeat_weight=0.5, guided_min_similarity=0.3)
+    q.add(
+        [
+            {**failure(1, skills=["s"], group_success_rate=0.4), "skill_similarity": 0.6},
+            {**failure(2, skills=["s"], group_success_rate=0.4), "skill_similarity": 0.1},
+            failure(3, skills=["s"], group_success_rate=0.4),  # an old record: no similarity, counts
+            {**failure(4, group_success_rate=0.4), "skill_similarity": 0.9},  # no skill shown
+        ]
+    )
+    e = {i: q.entries[next(k for k in q.entries if f"number {i} " in k)] for i in (1, 2, 3, 4)}
+    assert q.priority(e[1]) == pytest.approx(1.96) and q.priority(e[2]) == pytest.approx(0.96)
+    assert e[3].guided and not e[4].guided
+    # no floor: every failure with skills in its prompt is guided, whatever the similarity
+    q = FailureQueue(None, guided_min_similarity=None)
+    q.add([{**failure(2, skills=["s"], group_success_rate=0.4), "skill_similarity": 0.1}])
+    assert next(iter(q.entries.values())).guided
+
+
+def test_consolidation_counts_pending_failures_not_questions(make_memory):
+    from fakes import ScriptedDistiller
+
+    mem = make_memory(distiller=ScriptedDistiller(lambda q, u: "x"), consolidate_min_pending=4)
+    mem.add_failures([failure(1, group_success_rate=0.4, step=1)] * 3)
+    assert len(mem.queue) == 1 and not mem.consolidation_due(10)
+    mem.add_failures([failure(2, group_success_rate=0.4, step=1)])
+    assert len(mem.queue) == 2 and mem.consolidation_due(10)  # [paper] >= N pending failures
 
 
 def test_old_records_and_queue_files_load_with_defaults(tmp_path):
