@@ -123,6 +123,9 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
                 "think": turn.think,
                 "reason": turn.reason,
                 "finish": res.finish_reason,
+                # stopped by max_tokens_per_turn itself, not by the rollout's remaining max_total_tokens
+                "turn_cap_cut": res.finish_reason == "length"
+                and len(res.token_ids) >= spec.max_tokens_per_turn,
             }
         ],
     }
@@ -141,6 +144,15 @@ async def generate_turn(state: RolloutState, ctx: RolloutContext) -> tuple[dict[
     merged = {**state, **update}
     text = protocol.render_notice(notice) + _final_prefix(spec, merged)
     return {**update, **_inject(merged, ctx, text)}, "agent"
+
+
+def turn_cap_cuts(turn_lists: list[list[dict[str, Any]]]) -> int:
+    """Turns that max_tokens_per_turn cut (the step's ``turns_cut_by_turn_cap``): each was parsed unfinished.
+
+    >>> turn_cap_cuts([[{"turn_cap_cut": True}, {"finish": "stop"}], [{"turn_cap_cut": False}]])
+    1
+    """
+    return sum(bool(t.get("turn_cap_cut")) for turns in turn_lists for t in turns)
 
 
 def _out_of_budget(n_turns: int, spec: LoopSpec) -> str:
