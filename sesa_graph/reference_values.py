@@ -17,6 +17,21 @@ class Reference(NamedTuple):
 
 
 REFERENCES: dict[str, Reference] = {
+    # the trained policies' chat template and response caps
+    "solver_policy.chat_template_kwargs.enable_thinking": Reference(
+        False, "SSP", "SSP renders with its own chat template, which has no thinking mode"
+    ),
+    "proposer_policy.chat_template_kwargs.enable_thinking": Reference(
+        False, "SSP", "SSP renders with its own chat template, which has no thinking mode"
+    ),
+    "solver.max_total_tokens": Reference(8192, "SSP", "response tokens (max_response_length)"),
+    "solver.max_tokens_per_turn": Reference(
+        8192, "SSP", "no per-turn cap: a turn may use the whole response"
+    ),
+    "proposer.max_tokens_per_turn": Reference(
+        8192, "SSP", "no per-turn cap: a turn may use the whole response"
+    ),
+    "train.max_completion_length": Reference(8192, "SSP", "response tokens the update scores"),
     # the solver loop and its group
     "solver.max_turns": Reference(10, "paper", "at most 10 assistant turns"),
     "solver.group_size": Reference(5, "paper", "G = 5 rollouts a question"),
@@ -56,10 +71,39 @@ REFERENCES: dict[str, Reference] = {
     "train.lr_scheduler": Reference("constant_with_warmup", "SSP"),
     "train.warmup_steps": Reference(5, "SSP"),
     "train.save_every": Reference(5, "SSP", "a checkpoint every 5 steps (verl's save_freq in SSP's script)"),
+    "train.updates_per_step": Reference(
+        2, "SSP", "train batch 256, PPO minibatch 128: two optimizer steps a step"
+    ),
+    "train.proposer_advantage": Reference("raw", "SSP", "proposer n = 1: verl's GRPO gives it its reward"),
+    "train.targets_per_step": Reference(
+        256, "SSP", "train_batch_size: 256 proposals a step (proposer n = 1)"
+    ),
+    "train.questions_per_step": Reference(
+        256, "SSP", "train_batch_size: 256 questions a step, 5 rollouts each"
+    ),
+    "train.steps": Reference(1950, "SSP", "10 epochs (total_epochs) of its ~50k-answer pool at 256 a step"),
 }
 
 # Where the GPU configs (and the project) knowingly differ from a reference value, and why.
+_TURN_CAP = (
+    "SSP caps only the whole response. The rollout loop makes a turn the last one once the budget left cannot "
+    "hold two more turns of this size and an observation (so a rollout out of tokens still gets its last "
+    "chance): at 8192 every turn after the first search would be the last. 1024 leaves room for three searches "
+    "of 3 x 1200-char documents and a final turn within 8192, and is about twice a non-thinking Qwen3 turn "
+    "(the step's turns_cut_by_turn_cap counts the turns it cuts)."
+)
+_BATCH = (
+    "SSP's 256 a step (x 5 solver rollouts of up to 8192 tokens) is 4-8x the rollouts and trainer work of a "
+    "step these GPUs hold in a reasonable step time; smaller batches, same learning rate and 2 updates a step. "
+    "Not measured on a GPU."
+)
 DEVIATIONS: dict[str, str] = {
+    "solver.max_tokens_per_turn": _TURN_CAP,
+    "proposer.max_tokens_per_turn": _TURN_CAP,
+    "train.targets_per_step": _BATCH,
+    "train.questions_per_step": _BATCH,
+    "train.steps": "a GPU-budget choice: 200 steps (64 targets a step on 8 A100s: about a quarter of one epoch "
+    "of SSP's pool); SSP's script runs 10 epochs. Raise train.steps for SSP's length.",
     "rewards.format_penalty": "SSP gives an invalid proposal 0. Under frontier shaping that would rank it above a "
     "trivial or impossible question (-lambda); -1 keeps invalid < degenerate < frontier. Under SSP's 1-p reward "
     "(the SSP-style arm, 'w/o frontier shaping') the unset default is SSP's 0.",
@@ -67,8 +111,6 @@ DEVIATIONS: dict[str, str] = {
 
 # Reference choices no config field expresses; printed with the deviations.
 UNSUPPORTED: dict[str, str] = {
-    "2 minibatch updates a step (SSP)": "one optimizer step a self-play step: the weight-sync barrier publishes "
-    "one version per step, and a second update inside a step would make half of each batch off-policy.",
     "one shared policy for proposer and solver (SSP)": "SESA trains two parameter sets; the SSP-style arm here "
     "keeps two (bank off, 1-p reward), so it isolates the bank and the reward, not parameter sharing.",
     "strong fixed distiller (paper: DeepSeek-v4-pro)": "the GPU configs serve a local instruct model on a spare "
