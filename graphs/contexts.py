@@ -28,6 +28,9 @@ class ProposeContext(RolloutContext):
     distractor_queries: Sequence[str] = ()
     """Queries unrelated to any one proposal (e.g. the target pool's answers) whose hits are the RAG check's
     'random' distractors; empty: the question's own hits, as with source 'question'."""
+    matcher: Any = None
+    """The run's answer judge (``sesa_graph.rollout.judge.Judge``): with ``checks.rag_model_match`` it decides
+    a RAG answer that is not an exact match or containment of the target (as SSP); None: exact only."""
 
 
 def solver_context(
@@ -50,6 +53,7 @@ def propose_context(
     judge: PolicyClient | None = None,
     seed: int | None = None,
     distractor_queries: Sequence[str] = (),
+    matcher: Any = None,
 ) -> ProposeContext:
     """The propose graph's context: the run's proposer budgets and checks. ``judge`` is the RAG check's
     reader (None skips the check)."""
@@ -61,6 +65,7 @@ def propose_context(
         checks=cfg.proposer,
         judge=judge,
         distractor_queries=distractor_queries,
+        matcher=matcher,
     )
 
 

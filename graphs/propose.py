@@ -70,6 +70,7 @@ async def validate(state: ProposeState, runtime: Runtime[ProposeContext]) -> dic
         ctx.seed or 0,
         doc_chars=ctx.spec.doc_chars,
         distractor_queries=ctx.distractor_queries,
+        matcher=ctx.matcher,
     )
     return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
 

@@ -91,8 +91,21 @@ class ProposerConfig(Strict):
         description="Shortest valid question, in words. [SSP] uses 10; 4 is our default so the tiny CPU model's "
         "short questions can pass (the GPU configs set 10).",
     )
-    max_words: int = Field(60, ge=2, description="Longest valid question, in words.")
-    max_chars: int = Field(400, ge=10, description="Longest valid question, in characters.")
+    max_words: int | None = Field(
+        60,
+        ge=2,
+        description="Longest valid question, in words; None: no cap ([SSP] caps only the characters; the GPU "
+        "configs set null). 60 keeps the tiny CPU model's rambling out.",
+    )
+    max_chars: int = Field(
+        1000, ge=10, description="Longest valid question, in characters ([SSP] 1000; this project had 400)."
+    )
+    search_rule: Literal["hops", "ssp"] = Field(
+        "hops",
+        description="How many searches a valid proposal needs. 'hops' (ours): at least two distinct queries "
+        "when hops >= 2, one otherwise. 'ssp' ([SSP]): at least two queries whatever the hop count, and no "
+        "query repeated word for word. The GPU configs use 'ssp'; the tiny CPU model rarely searches twice.",
+    )
     rag_check: bool = Field(
         True,
         description="Require that a fixed reader model (rag_reader), reading the proposer's evidence mixed with "
@@ -111,6 +124,19 @@ class ProposerConfig(Strict):
         default_factory=ModelRef,
         description="The fixed model that answers in the retrieval-augmented check (not the proposer or solver "
         "being trained).",
+    )
+    rag_evidence_docs: int | None = Field(
+        None,
+        ge=1,
+        description="Most of the proposer's retrieved documents (distinct, in retrieval order) the RAG reader "
+        "gets. None: all of them ([SSP]: every <information> block of the rollout). A cap below max hops x "
+        "search_k drops the last hops' evidence (6 used to cut a 3-hop proposal's third search).",
+    )
+    rag_model_match: bool = Field(
+        True,
+        description="When the reader's answer is neither an exact match nor contains the target, ask the run's "
+        "judge (the `judge:` section, an LLM semantic match) whether it is the target ([SSP]: exact match, "
+        "then an LLM judge). No effect with judge kind 'none' (exact match only).",
     )
     force_final_question: bool = Field(
         True,

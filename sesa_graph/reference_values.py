@@ -33,7 +33,7 @@ REFERENCES: dict[str, Reference] = {
     ),
     "train.max_completion_length": Reference(8192, "SSP", "response tokens the update scores"),
     # the solver loop and its group
-    "solver.max_turns": Reference(10, "paper", "at most 10 assistant turns"),
+    "solver.max_turns": Reference(10, "paper", "at most 10 assistant turns, the last chance included"),
     "solver.group_size": Reference(5, "paper", "G = 5 rollouts a question"),
     # the proposer (the paper leaves its loop to SSP)
     "proposer.max_turns": Reference(10, "SSP"),
@@ -42,6 +42,11 @@ REFERENCES: dict[str, Reference] = {
     "proposer.rag_check": Reference(True, "paper", "RAG verification of each proposal"),
     "proposer.rag_distractors": Reference(4, "paper"),
     "proposer.force_final_question": Reference(False, "SSP", "the proposer closes its <question> itself"),
+    "proposer.max_chars": Reference(1000, "SSP", "longest valid question, in characters"),
+    "proposer.max_words": Reference(None, "SSP", "no word cap"),
+    "proposer.search_rule": Reference("ssp", "SSP", "two or more searches, none repeated, at any hop count"),
+    "proposer.rag_evidence_docs": Reference(None, "SSP", "the reader gets all the proposer's evidence"),
+    "proposer.rag_model_match": Reference(True, "SSP", "RAG answer: exact match, then an LLM judge"),
     # rewards
     "rewards.proposer": Reference("frontier", "paper", "frontier shaping -lambda / 4(l+p)(h-p)"),
     "rewards.format_penalty": Reference(0.0, "SSP", "reward of an invalid proposal"),
@@ -54,10 +59,11 @@ REFERENCES: dict[str, Reference] = {
     # the skill memory
     "memory.embedder": Reference("intfloat/e5-base-v2", "paper"),
     "memory.top_k": Reference(3, "paper"),
+    "memory.similarity_floor": Reference(None, "paper", "always the top 3: no similarity floor"),
     "memory.failure_source": Reference("frontier", "paper", "informative frontier failures are queued"),
     "memory.queue_cap": Reference(300, "paper"),
     "memory.consolidate_every": Reference(10, "paper"),
-    "memory.consolidate_min_pending": Reference(20, "paper"),
+    "memory.consolidate_min_pending": Reference(20, "paper", "pending failures (failed rollouts)"),
     "memory.max_distill_per_pass": Reference(30, "paper"),
     "memory.admit_max_cosine": Reference(0.93, "paper"),
     "memory.evict_min_retrieved": Reference(3, "paper"),

@@ -28,9 +28,9 @@ from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
-from sesa_graph.trajectory import Trajectory
 from sesa_graph.weights_wire import drop, fetch_dir, put_dir
 from tools.backends import make_backend
+from training.batch_groups import select_groups, variance_groups
 from training.coordinator import Coordinator
 from training.metrics_log import append_record
 from training.probe_eval import ProbeEval
@@ -143,6 +143,7 @@ class Orchestrator:
                 seed=cfg.seed,
                 # 'random' distractors: documents found for other targets, unrelated to the question
                 distractor_queries=[t.answer for t in self.pool],
+                matcher=self.judge,
             ),
             solver=solver_context(cfg.solver, self.solver_policy, self.search, greedy=False, seed=None),
             judge=self.judge,
@@ -249,7 +250,7 @@ class Orchestrator:
         if need > 0:
             out = _merge(out, asyncio.run(run_step(self._reuse_items(step, need, asked), self.ctx, **common)))
             asked |= {t.question for t in out.solver}
-        short = tc.questions_per_step - _variance_groups(out.solver, cfg.solver.group_size)
+        short = tc.questions_per_step - variance_groups(out.solver, cfg.solver.group_size)
         if tc.resample_groups and short > 0:
             extra = self._reuse_items(
                 step, tc.resample_groups, asked, first=out.metrics.get("reused_groups", 0), strict=False
@@ -257,10 +258,10 @@ class Orchestrator:
             if extra:
                 out = _merge(out, asyncio.run(run_step(extra, self.ctx, **common)))
                 out.metrics["resampled_groups"] = len(extra)
-        solver = _select_groups(
+        solver = select_groups(
             out.solver, tc.questions_per_step, cfg.solver.group_size, prefer_variance=tc.resample_groups > 0
         )
-        out.metrics["batch_frontier_groups"] = _variance_groups(
+        out.metrics["batch_frontier_groups"] = variance_groups(
             [t for t in solver if t.selected], cfg.solver.group_size
         )
         self.store.write(step, "proposer", out.proposer)
@@ -461,39 +462,6 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
         a.outcomes + b.outcomes,
         m,
     )
-
-
-def _groups(solver: list[Trajectory]) -> dict[str, list[Trajectory]]:
-    groups: dict[str, list[Trajectory]] = {}
-    for t in solver:
-        groups.setdefault(t.group_id, []).append(t)
-    return groups
-
-
-def _has_variance(group: list[Trajectory]) -> bool:
-    # over all rewards, as GRPO's group mean is: a search_error member's reward counts though its loss is masked
-    return len({t.reward for t in group}) > 1
-
-
-def _variance_groups(solver: list[Trajectory], group_size: int) -> int:
-    return sum(1 for g in _groups(solver).values() if len(g) == group_size and _has_variance(g))
-
-
-def _select_groups(
-    solver: list[Trajectory], questions: int, group_size: int, prefer_variance: bool = False
-) -> list[Trajectory]:
-    """Mark the first ``questions`` complete groups as the trainer's batch -- with ``prefer_variance`` those
-    whose rewards differ first -- fresh before reused; keep the rest."""
-
-    def rank(g: list[Trajectory]) -> tuple[bool, bool, bool]:
-        return len(g) != group_size, prefer_variance and not _has_variance(g), g[0].reused
-
-    out = []
-    for i, g in enumerate(sorted(_groups(solver).values(), key=rank)):
-        for t in sorted(g, key=lambda t: t.sample):
-            t.selected = i < questions and len(g) == group_size
-            out.append(t)
-    return out
 
 
 def _mean(xs: list[float]) -> float | None:

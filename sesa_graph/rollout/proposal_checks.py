@@ -1,10 +1,12 @@
 """Validation of a proposed question; every failure is recorded with its reason.
 
 Checks, in order (the first failure is the reason): the rollout produced a question; length and word
-bounds; the target (normalized) does not appear in it; evidence was actually retrieved; at least two
-distinct searches when hops >= 2; and the retrieval-augmented check -- a fixed reader model answers the
-question from the proposer's own evidence shuffled with distractor documents and must reach the target.
-Distractors never carry the target (see ``pick_distractors``).
+bounds; the target (normalized) does not appear in it; evidence was actually retrieved; enough searches
+(``ProposerConfig.search_rule``: two distinct ones at hops >= 2, or SSP's two or more, none repeated); and
+the retrieval-augmented check -- a fixed reader model answers the question from the proposer's own
+evidence (all of it unless ``rag_evidence_docs`` caps it) shuffled with distractor documents, and its
+answer must match the target: exact match or containment, else (``rag_model_match``, as SSP) the run's
+LLM judge. Distractors never carry the target (see ``pick_distractors``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sesa_graph import prompts, protocol
 from sesa_graph.config import ProposerConfig
@@ -22,6 +24,9 @@ from sesa_graph.scoring import contains_answer, exact_match, normalize_answer
 from tools.backends import SearchBackend
 from tools.corpus import Doc
 from tools.render import render_docs
+
+if TYPE_CHECKING:
+    from sesa_graph.rollout.judge import Judge
 
 
 @dataclass
@@ -50,17 +55,25 @@ def static_checks(state: dict[str, Any], cfg: ProposerConfig) -> str | None:
     words = len(question.split())
     if words < cfg.min_words:
         return "too_few_words"
-    if words > cfg.max_words:
+    if cfg.max_words is not None and words > cfg.max_words:
         return "too_many_words"
     target = normalize_answer(state["target"])
     if target and f" {target} " in f" {normalize_answer(question)} ":
         return "target_in_question"
     if not evidence_docs(state.get("searches", [])):
         return "no_evidence"
-    distinct = {normalize_answer(s["query"]) for s in state.get("searches", [])}
-    if state.get("hops", 1) >= 2 and len(distinct) < 2:
-        return "too_few_searches"
-    return None
+    return search_count_reason([s["query"] for s in state.get("searches", [])], state.get("hops", 1), cfg)
+
+
+def search_count_reason(queries: list[str], hops: int, cfg: ProposerConfig) -> str | None:
+    """'too_few_searches' / 'repeated_search' when the queries break ``cfg.search_rule``, else None."""
+    if cfg.search_rule == "ssp":  # SSP: more than one query, and no query twice (compared as written)
+        stripped = [q.strip() for q in queries]
+        if len(stripped) < 2:
+            return "too_few_searches"
+        return "repeated_search" if len(set(stripped)) < len(stripped) else None
+    distinct = {normalize_answer(q) for q in queries}
+    return "too_few_searches" if hops >= 2 and len(distinct) < 2 else None
 
 
 def _bears_target(doc: Doc, target: str) -> bool:
@@ -128,13 +141,17 @@ async def rag_check(
     doc_chars: int = 400,
     source: str = "question",
     distractor_queries: Sequence[str] = (),
+    max_evidence: int | None = None,
+    matcher: Judge | None = None,
 ) -> tuple[bool, str | None]:
     """Answer ``question`` from evidence + distractors with the judge model; pass iff it reaches the target.
 
     The judge answers the way the solver does -- the solver's prompt, one search already made whose results
     are these documents, then its ``<answer>`` -- so a policy that learned the rollout format (the warmed
     embedded model) reads the evidence in the form it knows rather than a second prompt style. Every
-    document is cut to ``doc_chars``, as the solver's search results are.
+    document is cut to ``doc_chars``, as the solver's search results are. ``max_evidence`` caps the
+    evidence documents (None: all). An answer that is neither an exact match nor contains the target is
+    put to ``matcher`` (an LLM judge), when given.
     """
     # the seed alone is the same for every proposal of a run; with the question each draws its own distractors
     rng = random.Random(f"{seed}:{question}")
@@ -149,7 +166,8 @@ async def rag_check(
         source,
         distractor_queries,
     )
-    docs = [Doc(d.id, d.title, d.text[:doc_chars]) for d in evidence[:6] + extra]
+    kept = evidence if max_evidence is None else evidence[:max_evidence]
+    docs = [Doc(d.id, d.title, d.text[:doc_chars]) for d in kept + extra]
     rng.shuffle(docs)
     forced = protocol.open_tag("answer")
     observation = (
@@ -168,6 +186,8 @@ async def rag_check(
     )
     answer = protocol.final_answer(forced + res.text) or res.text.replace("</answer>", "").strip()
     ok = bool(answer) and (exact_match(answer, [target]) == 1.0 or contains_answer(answer, [target]))
+    if not ok and answer and matcher is not None:
+        ok = (await matcher.judge(question, answer, [target])).correct
     return ok, answer
 
 
@@ -179,9 +199,11 @@ async def validate(
     seed: int = 0,
     doc_chars: int = 400,
     distractor_queries: Sequence[str] = (),
+    matcher: Judge | None = None,
 ) -> Validation:
-    """The checks in order; ``doc_chars`` is the proposer loop's (its evidence was cut to it already) and
-    ``distractor_queries`` feed the 'random' distractor source."""
+    """The checks in order; ``doc_chars`` is the proposer loop's (its evidence was cut to it already),
+    ``distractor_queries`` feed the 'random' distractor source and ``matcher`` is the run's judge (used
+    with ``cfg.rag_model_match``)."""
     reason = static_checks(state, cfg)
     if reason:
         return Validation(False, reason)
@@ -198,5 +220,7 @@ async def validate(
         doc_chars=doc_chars,
         source=cfg.rag_distractor_source,
         distractor_queries=distractor_queries,
+        max_evidence=cfg.rag_evidence_docs,
+        matcher=matcher if cfg.rag_model_match else None,
     )
     return Validation(ok, None if ok else "rag_check_failed", answer)

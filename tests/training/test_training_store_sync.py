@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from sesa_graph.trajectory import Trajectory
-from training.orchestrator import _select_groups
+from training.batch_groups import select_groups as _select_groups
 from training.store import TrajectoryStore
 from training.sync import SyncDir
 from training.trainer import batch_shape, micro_batches, passthrough_reward, rows_for_training
