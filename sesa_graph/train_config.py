@@ -110,7 +110,8 @@ class TrainConfig(Strict):
         "[SSP] 2 (batch 256, minibatch 128). From the second update on the policy has moved since it "
         "generated, so the ratio to the generating policy's log-probs (scored by the trainer when the step's "
         "batch arrives) differs from 1 and the clip range (epsilon_high) acts; with 1 it never does. The "
-        "per-rank batch must divide into this many equal minibatches.",
+        "per-rank batch must divide into this many equal minibatches. The trainers' checkpoint-N directories "
+        "count optimizer steps (N = steps x this); save_every and warmup_steps stay in self-play steps.",
     )
     proposer_advantage: Literal["step_normalised", "raw"] = Field(
         "step_normalised",
