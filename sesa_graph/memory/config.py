@@ -187,7 +187,8 @@ class MemoryConfig(ConfigModel):
         if self.consolidate_min_pending > self.queue_cap:
             raise ValueError(
                 f"consolidate_min_pending ({self.consolidate_min_pending}) > queue_cap ({self.queue_cap}): "
-                "consolidation could never start; lower the first or raise the second"
+                "the queue keeps at most queue_cap questions, so consolidation would start only on repeated "
+                "failures; lower the first or raise the second"
             )
         if self.max_field_chars > self.max_skill_chars:
             raise ValueError(
