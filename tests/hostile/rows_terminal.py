@@ -327,3 +327,47 @@ ROWS += [
         contains=["\\x1b"],
     ),
 ]
+
+
+def _wide(name: str, argv, setup, check, module: str = "sesa_cli.runs"):
+    """A row on a 200-column console (the trace listing shows its question column from 100 columns on)."""
+
+    @custom(A, name)
+    def row(tmp: Path):
+        import importlib
+        import unittest.mock
+
+        from rich.console import Console
+
+        from tests.hostile.harness import invoke
+
+        setup(tmp)
+        wide = Console(width=200, highlight=False)
+        with unittest.mock.patch.object(importlib.import_module(module), "console", wide):
+            res = invoke(argv(tmp))
+        return judge_cli(res, "ok", check=check, tmp=tmp)
+
+    return row
+
+
+ROWS += [
+    _wide(
+        "trace listing at 200 columns: hostile 100k-character questions",
+        lambda t: ["trace", t / "runs" / "tiny"],
+        H.run,
+        H.small_and_clean(30_000),
+    ),
+    _wide(
+        "trace listing at 200 columns: eval questions with OSC/ESC",
+        lambda t: ["trace", t / "evals" / "tiny-eval"],
+        H.evaluation,
+        H.escaped,
+    ),
+    _wide(
+        "bank show at 200 columns: hostile skill text",
+        lambda t: ["bank", "show", t / "bank", "-n", "0"],
+        H.bank,
+        H.escaped,
+        "sesa_cli.bank",
+    ),
+]
