@@ -337,12 +337,6 @@ def check_train_layout(cfg: RunConfig) -> None:
                 f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
                 f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
             )
-        batch = n * (cfg.solver.group_size if role == "solver" else 1)
-        if (batch // ranks) % t.updates_per_step:
-            raise ValueError(
-                f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
-                f"each of its {ranks} rank(s) trains on a step ({key}): each update takes an equal minibatch"
-            )
         nodes = cfg.cluster.trainer_nodes
         if nodes > 1 and role not in t.trainer_ranks:
             raise ValueError(
@@ -363,6 +357,12 @@ def check_train_layout(cfg: RunConfig) -> None:
                     f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
                     f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
                 )
+        batch = n * (cfg.solver.group_size if role == "solver" else 1)
+        if (batch // ranks) % t.updates_per_step:
+            raise ValueError(
+                f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
+                f"each of its {ranks} rank(s) trains on a step ({key}): each update takes an equal minibatch"
+            )
     remote = [
         f"{name}.base_url"
         for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
