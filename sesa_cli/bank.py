@@ -174,7 +174,15 @@ def diff(
 @bank_app.command("export")
 def export(
     bank: BankArg,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output file (default: stdout); an existing one is replaced only with --force, and never one "
+            "inside a bank, run or eval directory.",
+        ),
+    ] = None,
     fmt: Annotated[
         str,
         typer.Option(
@@ -273,7 +281,14 @@ def mine_cmd(
     run: Annotated[
         Path, typer.Argument(help="Run directory with failures.jsonl (or the JSONL file itself).")
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Priming YAML to write.")] = Path("priming.yaml"),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Priming YAML to write (an existing one only with --force; never inside a bank, run or eval).",
+        ),
+    ] = Path("priming.yaml"),
     distiller: Annotated[
         str, typer.Option(help="local | local:MODEL | openai:MODEL@BASE_URL | module:factory.")
     ] = "local",

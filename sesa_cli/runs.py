@@ -53,7 +53,12 @@ def trace_command(
     ] = None,
     limit: Annotated[int, typer.Option(help="List at most this many rollouts (the last ones).")] = 40,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Also write the rollout as an HTML file.")
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the rollout as an HTML file (an existing one only with --force; never inside a "
+            "bank, run or eval).",
+        ),
     ] = None,
     plain: Annotated[bool, typer.Option("--plain", help="Plain text, no colour.")] = False,
     force: Annotated[bool, typer.Option(help="Replace an existing --html file.")] = False,
