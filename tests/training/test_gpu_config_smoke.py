@@ -65,9 +65,10 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
         "fixed": {"base_url": fixed_url, "model": str(fixed_model), "tokenizer": str(fixed_model)}
     }
     off = {"enable_thinking": False}  # the swapped fixed model thinks by default, as Qwen3 does
-    cfg["judge"]["chat_template_kwargs"] = off
-    cfg["distiller"]["chat_template_kwargs"] = off
-    cfg["proposer"]["rag_reader"]["chat_template_kwargs"] = off
+    # a copy each: one shared dict would be dumped as a YAML alias, which a config refuses
+    cfg["judge"]["chat_template_kwargs"] = dict(off)
+    cfg["distiller"]["chat_template_kwargs"] = dict(off)
+    cfg["proposer"]["rag_reader"]["chat_template_kwargs"] = dict(off)
     cfg["search"]["url"] = f"http://127.0.0.1:{search_port}"
     cfg["memory"].update(
         embedder="embedded",  # MiniLM from its wheel instead of E5
@@ -79,8 +80,10 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
     ranks = 1 if WARM else 2
     cfg["train"].update(
         steps=1,
-        targets_per_step=2,
-        questions_per_step=ranks,
+        # the config's 2 updates a step ([SSP]) take equal halves of each rank's batch: 2 proposals and 2 groups
+        # (10 rollouts) a rank
+        targets_per_step=2 * ranks,
+        questions_per_step=2 * ranks,
         trainer_ranks={"solver": ranks, "proposer": ranks},
         # The CPU trainers' time and memory grow with sequence length (one ~8k-token proposal took a trainer to
         # 9 GB and the run past this machine's 23 GiB; a step's update took 4 minutes at 1024 tokens): train on
@@ -188,7 +191,12 @@ def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_e
         gpu.train.trainer_launcher[0] == "accelerate" and len(set(gpu.train.rendezvous_ports.values())) == 2
     )
     check_memory_plan(gpu)  # the config's own plan fits its GPUs (raises otherwise)
-    for role, batch in (("solver", 5 * cfg["train"]["questions_per_step"]), ("proposer", 2)):
+    updates = cfg["train"]["updates_per_step"]
+    clip = {}
+    for role, batch in (
+        ("solver", 5 * cfg["train"]["questions_per_step"]),
+        ("proposer", cfg["train"]["targets_per_step"]),
+    ):
         log = (run / "logs" / f"{role}-trainer.log").read_text()
         n = cfg["train"]["trainer_ranks"][role]
         assert f"{n} rank(s), float32 master weights, bfloat16 compute, {batch} rollouts a step" in log, log[
@@ -199,7 +207,17 @@ def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_e
             assert f"({batch // 2} a rank)" in log
             other = (run / "logs" / f"{role}-trainer.rank1.log").read_text()
             assert f"{role}-trainer[1/2]" in other and "published" not in other
-        assert (run / "checkpoints" / role / "checkpoint-1" / "trainer_state.json").is_file()
+        # TRL counts optimizer steps: the one self-play step made `updates` of them, each one logged
+        state = json.loads(
+            (run / "checkpoints" / role / f"checkpoint-{updates}" / "trainer_state.json").read_text()
+        )
+        clip[role] = [
+            h["clip_ratio/region_mean"] for h in state["log_history"] if "clip_ratio/region_mean" in h
+        ]
+        # the first update's ratio is 1: its policy is the one that generated the batch
+        assert len(clip[role]) == updates and clip[role][0] == 0, clip
+    turn_cuts = steps[0]["turns_cut_by_turn_cap"]
+    print("clip_ratio/region_mean per update", clip, "turns cut by the per-turn cap", turn_cuts)
 
     # point 4: the policies' servers are the run's only servers, and every fixed role is the separate endpoint
     pids = json.loads((run / "sync" / "server_pids.json").read_text())
