@@ -23,3 +23,7 @@ def test_a_set_penalty_is_kept_and_the_gpu_ssp_arm_gets_ssps_zero():
     assert load_config(gpu).rewards.format_penalty == -1.0  # SESA: the named deviation
     ssp = load_config(gpu, overrides={"rewards.proposer": "one_minus_p", "memory.mode": "off"})
     assert ssp.rewards.format_penalty == 0.0 and not ssp.proposer.force_final_question
+    cpu_ssp = load_config(
+        None, overrides={"rewards.proposer": "one_minus_p"}
+    )  # tiny-cpu.yaml leaves it unset
+    assert cpu_ssp.rewards.format_penalty == 0.0 and load_config(None).rewards.format_penalty == -1.0
