@@ -26,6 +26,7 @@ from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
+from sesa_graph.rollout.loop import turn_cap_cuts
 from sesa_graph.scoring import normalize_answer
 from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.weights_wire import drop, fetch_dir, put_dir
@@ -454,6 +455,9 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
     m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
     m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])
     m["failures"] = a.metrics["failures"] + b.metrics["failures"]
+    # the reused and resampled groups' turns count too
+    cuts = turn_cap_cuts([t.turns for t in a.solver + b.solver])
+    m["turns_cut_by_turn_cap"] = {**a.metrics.get("turns_cut_by_turn_cap", {}), "solver": cuts}
     return StepOutput(
         a.items + b.items,
         a.proposer,

@@ -39,3 +39,24 @@ def test_the_per_turn_cap_cut_is_recorded_and_the_total_budgets_is_not():
     assert _turn(completed=56)["turn_cap_cut"] is False  # 8 tokens of room left: the total cap cut it
     assert _turn(completed=0, answer=True)["turn_cap_cut"] is False
     assert turn_cap_cuts([[_turn(0), _turn(56)], [_turn(0)]]) == 2
+
+
+def test_a_steps_count_includes_the_reused_groups_rollouts():
+    from types import SimpleNamespace
+
+    from graphs.selfplay import StepOutput
+    from training.orchestrator import _merge
+
+    def out(cut: bool, proposer_cuts: int) -> StepOutput:
+        solver = [SimpleNamespace(turns=[{"turn_cap_cut": cut}], reward=0.0)]
+        metrics = {
+            "reused_groups": 0,
+            "solver_status": {},
+            "solver_success_rates": [],
+            "failures": 0,
+            "turns_cut_by_turn_cap": {"proposer": proposer_cuts, "solver": int(cut)},
+        }
+        return StepOutput([], [], solver, [], [], metrics)
+
+    merged = _merge(out(False, 3), out(True, 0))  # the step's own groups, then the reused ones
+    assert merged.metrics["turns_cut_by_turn_cap"] == {"proposer": 3, "solver": 1}
