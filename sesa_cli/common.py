@@ -114,14 +114,15 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def print_settings(rows: list, echo=typer.echo) -> None:
-    """One line per resolved setting: ``key = value  # source [paper]/[SSP]/deviation``."""
+def print_settings(rows: list, echo=typer.echo, arm: str | None = None) -> None:
+    """One line per resolved setting: ``key = value  # source [paper]/[SSP]/deviation`` (against ``arm``'s
+    references when given, e.g. SSP itself for the SSP-style arm)."""
     import json
 
     from sesa_graph.reference_values import UNSUPPORTED, origin
 
     for key, value, source in rows:
-        echo(f"{key} = {json.dumps(value)}  # {source} {origin(key, value)}".rstrip())
+        echo(f"{key} = {json.dumps(value)}  # {source} {origin(key, value, arm)}".rstrip())
     echo("# reference choices no setting expresses (deviations):")
     for what, why in UNSUPPORTED.items():
         echo(f"#   {what}: {why}")

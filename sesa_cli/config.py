@@ -20,6 +20,12 @@ def config_show(
         help="One line per setting: its value, whether the file or the default set it, and, for values from "
         "the paper or SSP, [paper]/[SSP] or the reference value and why this differs.",
     ),
+    arm: str | None = typer.Option(
+        None,
+        "--arm",
+        help="Show a comparison arm: 'ssp' applies the SSP-style arm's settings (--bank off --proposer-reward "
+        "1-p) and, with --origins, marks values against SSP itself instead of SESA.",
+    ),
     set_: list[str] = typer.Option(
         [],
         "--set",
@@ -31,9 +37,18 @@ def config_show(
 
     from sesa_cli.common import parse_overrides, print_settings
     from sesa_graph.config import DEFAULT_CONFIG, resolve_config
+    from sesa_graph.reference_values import ARMS
+    from tools.errors import UserError
 
+    if arm is not None and arm not in ARMS:
+        raise UserError(f"--arm {arm!r}: not a known arm; choose one of {', '.join(sorted(ARMS))}")
     path = config or DEFAULT_CONFIG
-    cfg, rows = resolve_config(path, parse_overrides(set_))
+    overrides = parse_overrides(set_)
+    flags = {}
+    if arm:  # the arm's settings, under any --set (as a flag would be)
+        flags = {k: f"--arm {arm}" for k in ARMS[arm].settings if k not in overrides}
+        overrides = {**{k: v for k, v in ARMS[arm].settings.items() if k in flags}, **overrides}
+    cfg, rows = resolve_config(path, overrides, flags)
     if not origins:
         # plain echo: a value may hold brackets (not markup) and a console would wrap long lines mid-YAML
         typer.echo(
@@ -41,4 +56,6 @@ def config_show(
         )
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
-    print_settings(rows)
+    if arm:
+        typer.echo(f"# the {arm} arm ({ARMS[arm].command}), marked against its own reference")
+    print_settings(rows, arm=arm)

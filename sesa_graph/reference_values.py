@@ -57,6 +57,7 @@ REFERENCES: dict[str, Reference] = {
         "SSP's released ~50k answers, each with its own hop count and example questions, drawn in shuffled epochs",
     ),
     # the skill memory
+    "memory.mode": Reference("on", "paper", "the evolving skill bank"),
     "memory.embedder": Reference("intfloat/e5-base-v2", "paper"),
     "memory.top_k": Reference(3, "paper"),
     "memory.similarity_floor": Reference(None, "paper", "always the top 3: no similarity floor"),
@@ -124,6 +125,36 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
+class Arm(NamedTuple):
+    """A comparison arm: what it sets on top of a config, and the reference it answers to instead of SESA."""
+
+    settings: dict[str, Any]
+    references: dict[str, Reference]
+    command: str
+
+
+# The arms whose reference is another method. The SSP-style arm answers to SSP itself: no skill memory and
+# SSP's adversarial 1-p reward; everything else (the GRPO update, caps, batch) keeps SSP's values above.
+ARMS: dict[str, Arm] = {
+    "ssp": Arm(
+        settings={"memory.mode": "off", "rewards.proposer": "one_minus_p"},
+        references={
+            "memory.mode": Reference("off", "SSP", "no skill memory"),
+            "rewards.proposer": Reference(
+                "one_minus_p", "SSP", "adversarial reward: the solver's failure rate"
+            ),
+            "rewards.format_penalty": Reference(0.0, "SSP", "reward of an invalid proposal"),
+        },
+        command="sesa train --bank off --proposer-reward 1-p",
+    ),
+}
+
+
+def references(arm: str | None = None) -> dict[str, Reference]:
+    """The reference table, with an arm's own references in place of SESA's where it has them."""
+    return {**REFERENCES, **(ARMS[arm].references if arm else {})}
+
+
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted key -> leaf value of a nested dict (lists and empty dicts are leaves)."""
     if isinstance(obj, dict) and obj:
@@ -134,9 +165,10 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): obj}
 
 
-def origin(key: str, value: Any) -> str:
-    """'' for a setting without a reference, else e.g. '[paper]' or '[SSP 0.01; deviation: ...]'."""
-    ref = REFERENCES.get(key)
+def origin(key: str, value: Any, arm: str | None = None) -> str:
+    """'' for a setting without a reference, else e.g. '[paper]' or '[SSP 0.01; deviation: ...]' (against
+    ``arm``'s references when given)."""
+    ref = references(arm).get(key)
     if ref is None:
         return ""
     if value == ref.value:

@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sesa_cli.main import build_app
-from sesa_graph.config import load_config
-from sesa_graph.reference_values import DEVIATIONS, REFERENCES, flatten, origin
+from sesa_graph.config import load_config, resolve_config
+from sesa_graph.reference_values import ARMS, DEVIATIONS, REFERENCES, flatten, origin, references
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,3 +48,41 @@ def test_config_show_origins_lists_sources_and_deviations():
     assert "memory.tombstone_ttl_steps = 200  # default" in res.output
     assert "train.updates_per_step = 2  # file " in res.output  # SSP's 2 minibatch updates: a setting now
     assert "2 minibatch updates" not in res.output
+
+
+@pytest.mark.parametrize("name", ["qwen3-4b-8xa100", "qwen3-4b-h200", "qwen3-8b-2x8h100"])
+def test_the_ssp_arm_differs_from_ssp_only_by_the_named_deviations(name):
+    arm = ARMS["ssp"]
+    cfg, _ = resolve_config(ROOT / "configs" / f"{name}.yaml", dict(arm.settings))
+    values = flatten(cfg.model_dump(mode="json"))
+    differ = {k for k, ref in references("ssp").items() if values[k] != ref.value}
+    # SSP's own reward and penalty hold under the arm; the GPU-budget and turn-cap deviations remain
+    assert differ == set(DEVIATIONS) - {"rewards.format_penalty"}, differ
+    assert values["memory.mode"] == "off" and values["rewards.format_penalty"] == 0.0
+
+
+def test_config_show_arm_marks_against_ssp_and_names_the_flag():
+    args = [
+        "config",
+        "show",
+        "--origins",
+        "--arm",
+        "ssp",
+        "-c",
+        str(ROOT / "configs" / "qwen3-4b-8xa100.yaml"),
+    ]
+    res = CliRunner().invoke(build_app(), args)
+    assert res.exit_code == 0, res.output
+    assert 'rewards.proposer = "one_minus_p"  # flag --arm ssp [SSP]' in res.output
+    assert 'memory.mode = "off"  # flag --arm ssp [SSP]' in res.output
+    assert "rewards.format_penalty = 0.0  # default [SSP]" in res.output
+    plain = CliRunner().invoke(build_app(), args[:3] + args[5:])  # without the arm: SESA's references
+    assert any(
+        ln.startswith('memory.mode = "on"  # file') and ln.endswith("[paper]")
+        for ln in plain.output.splitlines()
+    )
+
+
+def test_config_show_refuses_an_unknown_arm():
+    res = CliRunner().invoke(build_app(), ["config", "show", "--arm", "grpo"])
+    assert res.exit_code == 2 and "--arm 'grpo'" in res.stderr and "ssp" in res.stderr
