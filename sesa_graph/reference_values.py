@@ -71,6 +71,11 @@ REFERENCES: dict[str, Reference] = {
     "memory.evict_below_score": Reference(0, "paper"),
     "memory.bank_cap": Reference(800, "paper"),
     # GRPO (the paper names GRPO; SSP's script sets the rest)
+    # precision: SSP's script leaves verl's defaults (fp32 master weights, bf16 FSDP compute, bf16 rollouts)
+    "train.param_dtype": Reference("float32", "SSP", "verl's fp32 master weights"),
+    "train.compute_dtype": Reference("bfloat16", "SSP", "verl's FSDP mixed precision"),
+    "solver_policy.dtype": Reference("bfloat16", "SSP", "rollout engine dtype"),
+    "proposer_policy.dtype": Reference("bfloat16", "SSP", "rollout engine dtype"),
     "train.learning_rate": Reference(1e-6, "SSP"),
     "train.beta": Reference(0.01, "SSP", "KL coefficient"),
     "train.loss_type": Reference("dapo", "SSP", "token-mean loss aggregation"),
