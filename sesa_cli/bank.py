@@ -242,10 +242,10 @@ def export(
 def _yaml_text(data: Any) -> str:
     """YAML for stdout: readable non-ASCII, but every character escaped when a control or bidi character
     would otherwise reach the terminal raw (YAML lets some through: NEL, U+202E)."""
-    import yaml
+    from sesa_graph.fsutil import dump_yaml
 
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
-    return yaml.safe_dump(data, sort_keys=False, width=110) if unsafe(text) else text
+    text = dump_yaml(data)
+    return dump_yaml(data, allow_unicode=False) if unsafe(text) else text
 
 
 def load_distiller(spec: str, api_key_env: str | None = None) -> Any:

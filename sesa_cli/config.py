@@ -33,10 +33,9 @@ def config_show(
     ),
 ) -> None:
     """Print the resolved run config (defaults filled in) as YAML, or with --origins where each value comes from."""
-    import yaml
-
     from sesa_cli.common import parse_overrides, print_settings
     from sesa_graph.config import DEFAULT_CONFIG, resolve_config
+    from sesa_graph.fsutil import dump_yaml
     from sesa_graph.reference_values import ARMS
     from tools.errors import UserError
 
@@ -54,7 +53,7 @@ def config_show(
         typer.echo(
             f"# from {path}{' with ' + ' '.join('--set ' + x for x in set_) if set_ else ''}; fields absent there are defaults"
         )
-        typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        typer.echo(dump_yaml(cfg.model_dump(mode="json"), allow_unicode=False, width=80))
         return
     if arm:
         typer.echo(f"# the {arm} arm ({ARMS[arm].command}), marked against its own reference")

@@ -60,8 +60,22 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> Path:
     return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by two keys out twice: config readers refuse anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(obj: Any, **kw: Any) -> str:
+    """``obj`` as YAML without anchors or aliases, keys in their order (the one YAML writer of the project)."""
+    return yaml.dump(
+        obj, Dumper=_PlainDumper, **{"sort_keys": False, "allow_unicode": True, "width": 110, **kw}
+    )
+
+
 def write_yaml_atomic(path: Path, obj: Any) -> Path:
-    return write_text_atomic(path, yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=110))
+    return write_text_atomic(path, dump_yaml(obj))
 
 
 class JsonlError(UserError, ValueError):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from sesa_graph.config import RunConfig
+from sesa_graph.fsutil import dump_yaml
 
 
 def make_run(
@@ -26,7 +25,7 @@ def make_run(
     (run / "sync").mkdir(parents=True)
     cfg = RunConfig(name="r").model_dump(mode="json")
     cfg["train"]["steps"], cfg["memory"]["mode"] = steps, memory_mode
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (run / "config.yaml").write_text(dump_yaml(cfg, sort_keys=False))
     lines = []
     last = committed + (1 if uncommitted_line else 0)
     for s in range(last):

@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from sesa_graph.config import load_config
+from sesa_graph.fsutil import dump_yaml
 from sesa_graph.policy.vllm_server import free_port
 from tests.training.trainer_harness import tiny_policy
 from training.memory_plan import check_memory_plan
@@ -164,7 +165,7 @@ def fixed_endpoint(tmp_path):
 
 def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_endpoint):
     cfg = smoke_config(tmp_path, search_server, *fixed_endpoint)
-    (tmp_path / "smoke.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "smoke.yaml").write_text(dump_yaml(cfg))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(tmp_path / "train.log", "w") as log:
         rc = subprocess.run(

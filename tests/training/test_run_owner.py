@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from sesa_graph.fsutil import dump_yaml
 from sesa_graph.owner_lock import process_cmdline
 from tests.training.trainer_harness import tiny_policy
 
@@ -53,7 +53,7 @@ def test_a_second_resume_of_a_live_run_is_refused_and_the_run_finishes(tmp_path)
     model = tiny_policy(tmp_path / "model")
     work = tmp_path / "elsewhere"  # not the project: runs/ below resolves here, for the trainers too
     work.mkdir()
-    (work / "tiny.yaml").write_text(yaml.safe_dump(_config(model)))
+    (work / "tiny.yaml").write_text(dump_yaml(_config(model)))
     log = open(tmp_path / "live.log", "w")  # noqa: SIM115 - the child writes it
     live = _sesa(
         ["train", "-c", "tiny.yaml", "--runs-dir", "runs"], work, stdout=log, stderr=subprocess.STDOUT

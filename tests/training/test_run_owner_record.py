@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 
+from sesa_graph.fsutil import dump_yaml
 from training.config_record import RECORD, check_recorded, record_config
 from training.launch import prepare_run
 from training.resume import ResumeError, prepare_resume
@@ -37,7 +38,7 @@ def test_a_hand_edit_is_refused_naming_the_key_and_writes_nothing(tmp_path):
     record_config(run)
     data = yaml.safe_load((run / "config.yaml").read_text())
     data["solver"]["max_turns"] = 9
-    (run / "config.yaml").write_text(yaml.safe_dump(data))
+    (run / "config.yaml").write_text(dump_yaml(data))
     before = (run / "metrics.jsonl").read_bytes()
     with pytest.raises(ResumeError, match=r"solver\.max_turns: recorded \d+, the file has 9") as e:
         prepare_resume(run)

@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from sesa_graph.fsutil import dump_yaml
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
     import resume_trials
 
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text(yaml.safe_dump(TINY))
+    cfg.write_text(dump_yaml(TINY))
     with open(tmp_path / "log.txt", "w") as log:
         res = resume_trials.trial(
             tmp_path / "runs",
@@ -100,7 +101,7 @@ def test_sigterm_stops_the_trainers_too(tmp_path):
     from sesa_graph.policy.vllm_server import owned_processes
 
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text(yaml.safe_dump(TINY))
+    cfg.write_text(dump_yaml(TINY))
     run_dir = tmp_path / "runs" / "term"
     with open(tmp_path / "log.txt", "w") as log:
         p = resume_trials._train(

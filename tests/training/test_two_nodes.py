@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sesa_graph.fsutil import dump_yaml
 from sesa_graph.weights_wire import fetch_dir
 from tests.training.trainer_harness import (
     commit_step,
@@ -111,7 +112,7 @@ def _two_node_run(tmp: Path, name: str, model: Path, port: int, **train) -> Path
     )
     c = yaml.safe_load((run / "config.yaml").read_text())
     c["cluster"] = {"trainers": "external", "trainer_nodes": 2, "coordinator_port": port, "weights": "store"}
-    (run / "config.yaml").write_text(yaml.safe_dump(c))
+    (run / "config.yaml").write_text(dump_yaml(c))
     return run
 
 
@@ -146,7 +147,7 @@ def test_two_nodes_survive_a_lost_node_commit_and_match_one_node(tmp_path):
     a.mkdir(), b.mkdir()
     port = _free_port()
     cfg = a / "two.yaml"
-    cfg.write_text(yaml.safe_dump(_config(model, port)))
+    cfg.write_text(dump_yaml(_config(model, port)))
     addr = f"127.0.0.1:{port}"
     run = a / "runs" / "two"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from sesa_graph.config import load_config
+from sesa_graph.fsutil import dump_yaml
 from sesa_graph.trajectory import Trajectory
 from training.coordinator import Coordinator
 from training.store import TrajectoryStore
@@ -86,7 +87,7 @@ def make_run(tmp: Path, name: str, model: Path, **train) -> Path:
     cfg["name"] = name
     run = tmp / name
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (run / "config.yaml").write_text(dump_yaml(cfg))
     load_config(run / "config.yaml")  # the harness writes only configs the product accepts
     return run
 
