@@ -66,12 +66,15 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
-        import yaml
+        """The run's config.yaml as a mapping, read as any config is (bounded, no aliases); {} when it is
+        missing or unreadable (a reader shows what it can)."""
+        from sesa_graph.config_yaml import ConfigError, read_yaml_file
 
         try:
-            return yaml.safe_load((self.path / "config.yaml").read_text()) or {}
-        except (OSError, yaml.YAMLError):
+            data, _ = read_yaml_file(self.path / "config.yaml", "run config")
+        except ConfigError:
             return {}
+        return data if isinstance(data, dict) else {}
 
     @property
     def summary(self) -> dict[str, Any] | None:

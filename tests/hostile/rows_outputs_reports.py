@@ -127,4 +127,22 @@ ROWS = [
         contains=["c.fifo", "regular file"],
         timeout_s=10,
     ),
+    cli(
+        A,
+        "report of a run whose config.yaml is a YAML alias bomb",
+        lambda t: ["report", _bombed_run(t)],
+        expect="ok",
+        check=lambda t, r: None if (t / "runs" / "tiny" / "report.html").exists() else "no report.html",
+        timeout_s=30,
+    ),
 ]
+
+
+def _bombed_run(tmp: Path) -> Path:
+    from tests.sesa_runs.conftest import build_run
+
+    run = build_run(tmp / "runs")
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
+    (run / "config.yaml").write_text("\n".join(levels) + "\n")
+    return run
