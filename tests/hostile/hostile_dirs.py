@@ -184,9 +184,8 @@ def scripted_eval(
 ) -> CliResult:
     """``sesa eval ARGV`` through the real CLI on a scripted policy and search (``tests/sesa_eval``'s
     doubles), over ``datasets`` (file stem -> rows; default: one dataset with hostile questions, ids and
-    gold answers). ``patches``: ``{"module.attr": replacement}`` for faults (a full disk). The root logger's
-    handlers are restored after (``sesa eval`` calls ``logging.basicConfig`` on this row's stderr)."""
-    import logging
+    gold answers). ``patches``: ``{"module.attr": replacement}`` for faults (a full disk). (The runner drops the logging
+    handler ``sesa eval`` leaves on this row's stderr.)"""
     import unittest.mock
     from contextlib import ExitStack
 
@@ -208,11 +207,7 @@ def scripted_eval(
         "tools.backends.make_backend": lambda cfg: ListSearch(),
         **(patches or {}),
     }
-    handlers = list(logging.root.handlers)
-    try:
-        with ExitStack() as stack:
-            for target, new in fakes.items():
-                stack.enter_context(unittest.mock.patch(target, new))
-            return invoke(["eval", "--data-dir", data, "--out-root", tmp / "evals", "--judge", "none", *argv])
-    finally:
-        logging.root.handlers[:] = handlers
+    with ExitStack() as stack:
+        for target, new in fakes.items():
+            stack.enter_context(unittest.mock.patch(target, new))
+        return invoke(["eval", "--data-dir", data, "--out-root", tmp / "evals", "--judge", "none", *argv])

@@ -8,6 +8,7 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile.harness import Outcome, cli, custom, invoke, judge_cli
@@ -210,32 +211,14 @@ def resume_with(name: str, *flags: str, contains=()):
     return cli("r1-resume", name, args, contains=contains, check=kept)
 
 
-def _free_port_args(t: Path):
-    return [
-        "search",
-        "query",
-        "alpha",
-        "-b",
-        "http",
-        "--url",
-        f"http://127.0.0.1:{_free_port()}",
-        "--retries",
-        "0",
-    ]
+def _http_search(port: Callable[[], int]) -> Callable[[Path], list]:
+    """``sesa search`` against the server ``port()`` starts, without retries."""
 
+    def args(t: Path) -> list:
+        url = f"http://127.0.0.1:{port()}"
+        return ["search", "query", "alpha", "-b", "http", "--url", url, "--retries", "0"]
 
-def _hang_args(t: Path):
-    return [
-        "search",
-        "query",
-        "alpha",
-        "-b",
-        "http",
-        "--url",
-        f"http://127.0.0.1:{_hanging_port()}",
-        "--retries",
-        "0",
-    ]
+    return args
 
 
 @custom("r1-resume", "torn last line of metrics.jsonl, finished run")
@@ -347,11 +330,13 @@ ROWS = [
         expect="ok",
         check=markup_printed,
     ),
-    cli("r1-search", "http: port refused", _free_port_args, expect="service", contains=["127.0.0.1"]),
+    cli(
+        "r1-search", "http: port refused", _http_search(_free_port), expect="service", contains=["127.0.0.1"]
+    ),
     cli(
         "r1-search",
         "http: server accepts, never answers",
-        _hang_args,
+        _http_search(_hanging_port),
         expect="service",
         contains=["127.0.0.1"],
         timeout_s=40,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import resource
 import signal
@@ -57,6 +58,8 @@ def run_row(row: Row, root: Path) -> tuple[Outcome, float]:
         out = Outcome("traceback", f"row raised {traceback.format_exception_only(exc)[-1].strip()[:200]}")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        # a command may leave a logging handler on the row's captured (now closed) stream, as `sesa eval` does
+        logging.root.handlers.clear()
         if old_home is None:
             os.environ.pop("SESA_HOME", None)
         else:
