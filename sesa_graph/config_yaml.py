@@ -17,12 +17,12 @@ from pydantic import ValidationError
 
 from tools.config_model import error_text
 from tools.errors import UserError
-from tools.inputs import read_bytes_bounded
+from tools.inputs import MAX_NESTING, read_bytes_bounded
 
 # A config is a few KiB of hand-written YAML; these bound what a hostile one can make the parser do (an
 # alias "billion laughs" expands exponentially; a deep nesting exhausts the stack; a huge file the memory).
 MAX_CONFIG_BYTES = 1 * 2**20
-MAX_DEPTH = 32
+MAX_DEPTH = MAX_NESTING
 
 
 class ConfigError(UserError, ValueError):

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from tools.errors import UserError
 
+MAX_NESTING = 32
+"""Deepest nesting accepted in structured input from outside (config YAML, request bodies): no setting or
+request field nests deeper than a few levels, and deep nesting only costs the parser."""
+
 
 def regular_file(path: Path | str, what: str = "file") -> Path:
     """``path`` when it names a regular file (symlinks followed); else a UserError naming ``what`` and it."""

@@ -15,9 +15,11 @@ import json
 from collections.abc import Callable, Collection
 from typing import Any
 
+from tools.inputs import MAX_NESTING
+
 MAX_BODY_BYTES = 8 * 2**20  # a 4k-token prompt as text is ~20 kB; 8 MiB leaves room for long chat histories
 DRAIN_FACTOR = 8  # an oversized body is read (not kept) up to this many times the cap before the refusal
-MAX_DEPTH = 32  # no request field nests deeper than a few levels; deep nesting only costs the parser
+MAX_DEPTH = MAX_NESTING
 
 
 class BadRequest(Exception):
