@@ -216,7 +216,10 @@ def render(t: dict, datasets: list[str], header: str) -> str:
 
     def pair(ds: str, key: str) -> str:
         p = t["pairs"][key].get(ds)
-        return "-" if p is None else f"{p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] mde {p['mde']:.1f}"
+        if p is None:
+            return "-"
+        mde = "none" if p["mde"] is None else f"{p['mde']:.1f}"
+        return f"{p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] mde {mde}"
 
     cols = ["base", "ssp", "sesa", *t["pairs"]]
     lines = [header, "", "| dataset | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]

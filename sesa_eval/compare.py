@@ -23,6 +23,7 @@ from typing import Any
 
 from sesa_eval.answerability import answerable_keys, read_answerability
 from sesa_eval.datasets import display_name, order_datasets
+from sesa_eval.mcnemar import fmt_p
 from sesa_eval.paired import paired_intervals, read_records
 from sesa_eval.report import METRIC_TITLES, METRICS, SUBSETS, fmt_cell, fmt_delta
 from sesa_eval.settings import BANK_MODES
@@ -78,7 +79,9 @@ class CompareRow:
     """Paired bootstrap 95% interval of B - A over ``n_paired`` shared questions (None: no records)."""
     n_paired: int | None = None
     mde: float | None = None
-    """The smallest B - A the paired comparison could detect at ``n_paired`` (80% power, alpha 0.05)."""
+    """The smallest B - A the exact McNemar test could detect at ``n_paired`` (80% power, alpha 0.05)."""
+    p: float | None = None
+    """The exact McNemar p-value of the same pairs (None: not 0/1 scores, or no records)."""
 
     @property
     def significant(self) -> bool | None:
@@ -223,6 +226,7 @@ def _compare_modes(
                 ci=(p["lo"], p["hi"]) if p else None,
                 n_paired=p["n"] if p else None,
                 mde=p.get("mde") if p else None,
+                p=p.get("p") if p else None,
             )
         )
     return cmp_
@@ -234,12 +238,17 @@ def _setting_differences(ra: Mapping[str, Any], rb: Mapping[str, Any], metric: s
 
 
 def fmt_ci(r: CompareRow) -> str:
-    return "–" if r.ci is None else f"[{r.ci[0]:+.1f}, {r.ci[1]:+.1f}]"
+    """``[-2.3, +1.0] p 0.75``: the paired interval and, for 0/1 scores, the exact McNemar p."""
+    if r.ci is None:
+        return "–"
+    return f"[{r.ci[0]:+.1f}, {r.ci[1]:+.1f}]" + (f" p {fmt_p(r.p)}" if r.p is not None else "")
 
 
 def fmt_mde(r: CompareRow) -> str:
     """``5.1 (300)``: the smallest detectable difference and the pairs behind it."""
-    return "–" if r.mde is None else f"{r.mde:.1f} ({r.n_paired})"
+    if r.mde is None:  # with pairs: no difference up to 100 points is detectable at this n
+        return "–" if r.n_paired is None else f"none ({r.n_paired})"
+    return f"{r.mde:.1f} ({r.n_paired})"
 
 
 def flag_text(r: CompareRow) -> str:

@@ -49,6 +49,9 @@ DISPLAY_NAMES = {
 
 PROBE = "probe"
 PROBE_FILE = Path(__file__).parent / "data" / "probe-v1.jsonl"
+PROBE_V2 = "probe-v2"
+# the packaged probe sets by dataset name: v1 frozen for comparison, v2 the one issue 32 built (docs/PROBE.md)
+PROBE_FILES = {PROBE: PROBE_FILE, PROBE_V2: Path(__file__).parent / "data" / "probe-v2.jsonl"}
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +101,8 @@ def resolve_dataset(ref: str, data_dir: str | Path | None) -> tuple[str, Path | 
         parts = ref[3:].split(":")
         name = parts[1] if len(parts) > 1 and parts[1] else parts[0].rsplit("/", 1)[-1]
         return name, ref
-    if ref == PROBE:  # before the data dir: a file of that name there must not pass for the probe set
-        return PROBE, PROBE_FILE
+    if ref in PROBE_FILES:  # before the data dir: a file of that name there must not pass for the probe set
+        return ref, PROBE_FILES[ref]
     known = known_datasets(data_dir)
     if ref in known:
         return ref, known[ref]
@@ -364,9 +367,10 @@ def hygiene_report(
         sections.append(check_contamination(questions, read_target_pool(p), f"target pool {p}"))
     if skills is not None:
         sections.append(check_contamination(questions, skill_texts(skills), bank_label))
-    probes = [q for q in questions if q.dataset == PROBE]
-    if probes:
-        sections.append(check_probe_split(probes))
+    for name, file in PROBE_FILES.items():
+        probes = [q for q in questions if q.dataset == name]
+        if probes:
+            sections.append(check_probe_split(probes, file))
     return {
         "questions": len(questions),
         "checked": [s.source for s in sections],
@@ -391,7 +395,8 @@ def check_probe_split(questions: Sequence[EvalQuestion], probe_file: Path = PROB
     }
     pool = {normalize_answer(t.answer) for t in build_embedded_pool()}
     warm = {a.title for a in load_articles()}
-    sec = HygieneSection(source=f"probe held-out split {SPLIT_VERSION}", texts=len(questions))
+    label = "probe" if probe_file == PROBE_FILE else probe_file.stem
+    sec = HygieneSection(source=f"{label} held-out split {SPLIT_VERSION}", texts=len(questions))
     for q in questions:
         row = rows.get(q.id)
         if row is None:
@@ -419,3 +424,47 @@ def check_probe_split(questions: Sequence[EvalQuestion], probe_file: Path = PROB
             sec.hits[0].match,
         )
     return sec
+
+
+def probe_cut(dataset: str) -> int | None:
+    """The ``doc_chars`` a packaged probe set was generated (and its answers checked) at, as its rows
+    record it; None for one that records none (v1, made at 400 before the cut was recorded)."""
+    file = PROBE_FILES.get(dataset)
+    if file is None:
+        return None
+    with open(file, encoding="utf-8") as f:
+        first = json.loads(f.readline() or "{}")
+    return first.get("doc_chars")
+
+
+def check_probe_cut(datasets: Iterable[str], doc_chars: int) -> None:
+    """Refuse an eval of a probe set at another cut than the one it was generated at: its questions were
+    kept only if every hop can be read within that cut, so at a shorter one some cannot be answered and at
+    a longer one the set no longer says what it measures."""
+    for ds in datasets:
+        cut = probe_cut(ds)
+        if cut is not None and cut != doc_chars:
+            raise DatasetError(
+                f"dataset {ds} ({PROBE_FILES[ds]}) was generated at doc_chars {cut}, but this eval cuts "
+                f"documents at {doc_chars} (solver.doc_chars of its config): evaluate with a config whose "
+                f"solver.doc_chars is {cut}, or regenerate the set at this cut (`python -m sesa_eval.probe.generate_v2 "
+                f"--doc-chars {doc_chars}` rewrites {PROBE_FILES[ds].name})"
+            )
+
+
+def check_warm_split(model: str, datasets: Iterable[str]) -> None:
+    """Refuse a probe eval of the format-warmed model (``embedded-warm``) when the one on disk was built
+    before today's held-out split: its warm-up then trained on the probe's articles. ``sesa train`` makes
+    the same check before it starts from that model (``training.launch.ensure_models``)."""
+    if model != "embedded-warm" or not any(ds in PROBE_FILES for ds in datasets):
+        return
+    from sesa_graph.heldout import SPLIT_VERSION
+    from training.warmup.sft import is_complete, is_current, warm_dir
+
+    path = warm_dir("embedded")
+    if is_complete(path) and not is_current(path):
+        raise DatasetError(
+            f"--model embedded-warm ({path}) was built before the held-out split {SPLIT_VERSION}, so its "
+            "warm-up trained on the probe set's articles: rebuild it with `sesa warmup --force`, then run "
+            "this eval again"
+        )

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_eval.answerability import ensure_answerability, question_key, read_answerability
-from sesa_eval.datasets import hygiene_report, load_datasets
+from sesa_eval.datasets import check_probe_cut, check_warm_split, hygiene_report, load_datasets
 from sesa_eval.records import (
     ANSWERABILITY,
     OWNER_LOCK,
@@ -157,6 +157,8 @@ async def evaluate(
 
     t_setup = time.perf_counter()
     data = load_datasets(settings.datasets, settings.data_dir, settings.limit)
+    check_probe_cut(data, settings.solver.doc_chars)
+    check_warm_split(settings.policy.model, data)
     memories, bank_info, skills = open_memories(settings.bank_modes, settings.bank, settings.top_k, encoder)
     all_q = [q for qs in data.values() for q in qs]
     hygiene = hygiene_report(

@@ -6,18 +6,20 @@ independent ones would. Per question the score is the mean over its seeds; per d
 mean paired difference in percentage points; the mean row resamples every dataset at once and takes the
 unweighted mean of the dataset deltas, like the report's headline.
 
-Power: next to each interval, ``mde`` is the smallest difference (in points, either sign) the comparison
-would detect with two-sided alpha 0.05 and 80% power at its ``n``, from the normal approximation to
-McNemar's test for paired binary outcomes:
+Next to each interval, the exact McNemar test of the same pairs (:mod:`sesa_eval.mcnemar`): ``b`` and ``c``
+count the (question, seed) pairs B got right and A wrong and the reverse, ``p`` is the exact two-sided
+p-value and ``p_mid`` its mid-p version. Several seeds per question pool their pairs, which treats a
+question's seeds as independent (they are not, so that p is optimistic); the seed-level statistics are
+:mod:`sesa_eval.resample`'s two-level bootstrap. A score that is not 0/1 (F1, a judge score) gets no test.
 
-    mde = (z_0.975 + z_0.80) * sqrt(psi / n) = 2.80 * sqrt(psi / n)
-
-where ``psi`` is the observed discordant-pair rate (the share of questions the two sides scored
-differently; in general the mean squared per-question difference, which equals that rate for 0/1 scores
-and covers seed means and F1 too), floored at ``1 / n``: with no discordant pair at all the data cannot
-say the rate is 0, and one pair is the least it could be. The mean row's mde is that of the unweighted
-mean of the datasets: ``2.80 * sqrt(sum_d psi_d / n_d) / D``. An interval that holds 0 with an mde of 2
-points says "no effect of 2 points or more"; with an mde of 20 it says "cannot see".
+Power: ``mde`` is the smallest difference (in points, either sign) the exact McNemar test detects with
+two-sided alpha 0.05 and 80% power at the comparison's ``n`` and discordant rate ``psi``
+(:func:`sesa_eval.mcnemar.mde_exact`; ``psi`` is the mean squared per-question difference, which is the
+share of questions the two sides scored differently for 0/1 scores). It is never a value no exact test
+can reach: at n = 110 with no discordant pair seen it is about 7 points, not the normal approximation's
+2.5. None when no difference reaches 80% power at that n. The mean row's mde stays the normal
+approximation for the unweighted mean of the datasets: ``2.80 * sqrt(sum_d psi_d / n_d) / D``
+(``psi_d`` floored at ``1 / n_d``), as no single test covers a mean of several datasets.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sesa_eval.mcnemar import exact_p, mde_exact, mid_p
 from sesa_eval.records import RECORDS, RETRY_STATUSES, parse_records
 
 LEVEL = 0.95
@@ -92,7 +95,8 @@ def paired_intervals(
         out[ds] = {
             **_interval(len(d), float(d.mean()), bs, lo_q, hi_q),
             "psi": psi,
-            "mde": min_detectable(psi, len(d)),
+            "mde": mde_exact(len(d), psi),
+            **discordance(records_a, records_b, mode_a, mode_b, field, ds, set(shared)),
         }
     if datasets and len(boots) == len(datasets):
         bs = np.mean(boots, axis=0)
@@ -115,3 +119,34 @@ def min_detectable(psi: float, n: int) -> float:
 def _interval(n: int, delta: float, boots: np.ndarray, lo_q: float, hi_q: float) -> dict[str, float]:
     lo, hi = np.quantile(boots, [lo_q, hi_q])
     return {"n": n, "delta": delta, "lo": float(lo), "hi": float(hi)}
+
+
+def discordance(
+    records_a: Iterable[Mapping[str, Any]],
+    records_b: Iterable[Mapping[str, Any]],
+    mode_a: str,
+    mode_b: str,
+    field: str,
+    dataset: str,
+    ids: Collection[str],
+) -> dict[str, Any]:
+    """``b``, ``c``, ``p`` and ``p_mid`` of the exact McNemar test over the (question, seed) pairs of
+    ``dataset`` both sides ran (see the module docstring); ``p`` None when a score is not 0 or 1."""
+
+    def scores(records: Iterable[Mapping[str, Any]], mode: str) -> dict[tuple[str, Any], float]:
+        return {
+            (str(r["id"]), r.get("seed", 0)): float(r.get(field) or 0.0)
+            for r in records
+            if r.get("dataset") == dataset
+            and r.get("mode") == mode
+            and r.get("status") not in RETRY_STATUSES
+            and str(r.get("id")) in ids
+        }
+
+    a, b = scores(records_a, mode_a), scores(records_b, mode_b)
+    pairs = [(a[k], b[k]) for k in sorted(set(a) & set(b), key=str)]
+    if not pairs or any(x not in (0.0, 1.0) or y not in (0.0, 1.0) for x, y in pairs):
+        return {"b": None, "c": None, "p": None, "p_mid": None}
+    nb = sum(1 for x, y in pairs if y > x)
+    nc = sum(1 for x, y in pairs if x > y)
+    return {"b": nb, "c": nc, "p": exact_p(nb, nc), "p_mid": mid_p(nb, nc)}

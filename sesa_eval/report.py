@@ -27,6 +27,7 @@ from typing import Any
 
 from sesa_eval.answerability import answerable_keys, summary
 from sesa_eval.datasets import display_name
+from sesa_eval.mcnemar import fmt_p
 from sesa_eval.paired import paired_intervals
 from sesa_graph.statuses import FAILURE_STATUSES
 
@@ -261,8 +262,9 @@ def fmt_paired(c: Mapping[str, Any] | None) -> str:
     """``-0.7 [-2.3, +1.0] mde 5.1 (300)``: delta, paired 95% interval, smallest detectable difference, n."""
     if not c:
         return "–"
-    mde = f" mde {c['mde']:.1f}" if c.get("mde") is not None else ""
-    return f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]{mde} ({c['n']})"
+    mde = f" mde {c['mde']:.1f}" if c.get("mde") is not None else " mde none" if "mde" in c else ""
+    p = f" p {fmt_p(c['p'])}" if c.get("p") is not None else ""
+    return f"{fmt_delta(c['delta'])} [{c['lo']:+.1f}, {c['hi']:+.1f}]{p}{mde} ({c['n']})"
 
 
 def vs_off_table(report: Mapping[str, Any], metrics: Sequence[str] | None = None) -> list[list[str]]:

@@ -6,3 +6,4 @@ the split, the forms and which of them overlap the warm-up's templates.
 """
 
 GENERATOR = "probe-v1"
+GENERATOR_V2 = "probe-v2"

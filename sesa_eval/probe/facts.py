@@ -208,6 +208,24 @@ def _specific(a: Article) -> bool:
     return bool(re.search(r"\d", a.description) or any(w[:1].isupper() for w in words[1:]))
 
 
+def _bare(description: str) -> str:
+    return normalize_answer(re.sub(r"\s*\([^)]*\)", "", description))
+
+
+@lru_cache(maxsize=1)
+def description_counts() -> dict[str, int]:
+    """Normalized description (its parentheses dropped) -> how many corpus articles carry it."""
+    out: dict[str, int] = {}
+    for a in all_articles():
+        out[_bare(a.description)] = out.get(_bare(a.description), 0) + 1
+    return out
+
+
+def specific_description(a: Article, counts: dict[str, int]) -> str | None:
+    """``a``'s description if it names one thing (:func:`_specific`) and no other article carries it."""
+    return a.description if _specific(a) and counts[_bare(a.description)] == 1 else None
+
+
 def named_in(a: Article) -> list[str]:
     """Titles of the corpus articles ``a``'s opening names (``sesa_graph.heldout.opening_names``)."""
     return opening_names(a.title, a.text, _index())
@@ -223,18 +241,14 @@ def corpus_facts() -> dict[str, Facts]:
     """Facts of every corpus article, by title (the generator asks only about held-out ones, but checks
     ambiguity against all)."""
     arts = all_articles()
-    desc_count: dict[str, int] = {}
-    for a in arts:
-        key = normalize_answer(re.sub(r"\s*\([^)]*\)", "", a.description))
-        desc_count[key] = desc_count.get(key, 0) + 1
+    desc_count = description_counts()
     out: dict[str, Facts] = {}
     for a in arts:
         f = Facts(a, noun_of(a))
         if is_held_out(a.title):
             c = first_clause(a, DOC_CHARS)
             f.clause = (c.verb, c.det, c.predicate) if c else None
-            bare = normalize_answer(re.sub(r"\s*\([^)]*\)", "", a.description))
-            f.description = a.description if _specific(a) and desc_count[bare] == 1 else None
+            f.description = specific_description(a, desc_count)
             nat = nationality(a, DOC_CHARS)
             f.nationality = nat if nat and readable(a, nat) else None
             f.named = named_in(a)

@@ -60,7 +60,7 @@ class Probe:
     anchors: tuple[str, ...] = ()  # the articles the question names; the others it must not name
 
 
-def _lower_first(text: str) -> str:
+def lower_first(text: str) -> str:
     """``Capital of Hubei`` -> ``capital of Hubei``, but ``Rome-Gaul wars`` keeps its proper noun: only a
     first word some description also spells in lower case is lowered."""
     first = text.split(" ", 1)[0]
@@ -100,7 +100,7 @@ _UNIQUE = re.compile(
 )
 
 
-def _specific(det: str, pred: str) -> bool:
+def specific_clause(det: str, pred: str) -> bool:
     """A first-sentence predicate that fits one thing: a definite description ("the capital of Iraq"), or a
     year, a superlative or an ordinal ("a 1941 film", "the largest ..."); "a landlocked country in
     Southeast Europe" fits several and is dropped."""
@@ -117,7 +117,7 @@ def candidates() -> Iterator[Probe]:
         yield from _three_hops(a, held)
 
 
-def _cut_mid_number(a: Facts) -> bool:
+def cut_mid_number(a: Facts) -> bool:
     """The first clause stopped at a decimal point ("rising 4,807" of "4,807.9 m")."""
     pred = a.clause[2] if a.clause else ""
     i = a.article.text.find(pred)
@@ -126,13 +126,13 @@ def _cut_mid_number(a: Facts) -> bool:
 
 def _one_hop(a: Facts, held: dict[str, Facts]) -> Iterator[Probe]:
     name = a.name
-    if _cut_mid_number(a):
+    if cut_mid_number(a):
         a.clause = None
-    if a.description and _specific("a", a.description):
+    if a.description and specific_clause("a", a.description):
         yield Probe(
-            "h1_desc_name", f"Give the name of the {_lower_first(a.description)}.", (name,), (a.title,)
+            "h1_desc_name", f"Give the name of the {lower_first(a.description)}.", (name,), (a.title,)
         )
-    if a.clause and a.noun and _specific(a.clause[1], a.clause[2]) and a.clause[0] in ("is", "was"):
+    if a.clause and a.noun and specific_clause(a.clause[1], a.clause[2]) and a.clause[0] in ("is", "was"):
         verb, det, pred = a.clause
         rel = "who" if a.noun == "person" else "that"
         yield Probe("h1_clause_name", f"Name the {a.noun} {rel} {verb} {det} {pred}.", (name,), (a.title,))
@@ -156,10 +156,10 @@ def _two_hops(a: Facts, held: dict[str, Facts]) -> Iterator[Probe]:
                 continue
             hidden, n = re.subn(
                 rf"\b(?:(?:the|a|an) )?{re.escape(b.name)}(?=$|[\s,])",
-                f"the {_lower_first(b.description)}",
+                f"the {lower_first(b.description)}",
                 pred,
             )
-            if n == 1 and _specific(det, pred):
+            if n == 1 and specific_clause(det, pred):
                 rel = "who" if a.noun == "person" else "that"
                 q = f"Name the {a.noun} {rel} {verb} {det} {hidden}."
                 yield Probe("h2_bridge", q, (a.name,), (b.title, a.title))
@@ -219,7 +219,7 @@ def problem(p: Probe) -> str | None:
         return "the answer, or a name in it, is in the question"
     if any(len(normalize_answer(g)) < 4 for g in p.golds):
         return "an answer too short to be unambiguous"
-    if any(normalize_answer(g) in _trained_names() for g in p.golds):
+    if any(normalize_answer(g) in trained_names() for g in p.golds):
         return "the answer is the name of an article the trainer may draw"
     # a hop the question names outright is a hop it skips
     if any(contains_answer(p.question, [facts[t].name]) for t in p.articles if t not in p.anchors):
@@ -230,7 +230,7 @@ def problem(p: Probe) -> str | None:
 _TRAINED: set[str] = set()
 
 
-def _trained_names() -> set[str]:
+def trained_names() -> set[str]:
     if not _TRAINED:
         _TRAINED.update(normalize_answer(f.name) for t, f in corpus_facts().items() if not is_held_out(t))
     return _TRAINED

@@ -9,6 +9,7 @@ from sesa_eval.answerability import ensure_answerability, reach_rows
 from sesa_eval.compare import compare_reports, render_comparison
 from sesa_eval.datasets import EvalQuestion
 from sesa_eval.harness import EvalSettings, evaluate
+from sesa_eval.mcnemar import mde_exact
 from sesa_eval.paired import min_detectable, paired_intervals
 from sesa_eval.report import render_markdown
 from sesa_graph.config import SolverConfig
@@ -158,21 +159,26 @@ async def test_oracle_gives_the_answer_bearing_doc_first_and_counts_the_rest(tmp
     all_, ans = compare_reports(f"{out.out_dir}:off", f"{out.out_dir}:oracle", metric="em")
     assert (all_.subset, ans.subset) == ("all", "answerable")
     alpha = {r.dataset: r for r in ans.rows}["alpha"]
-    assert alpha.n_paired == 1 and alpha.mde is not None and "mde (n)" in render_comparison(ans)
+    # one pair: no exact test can detect any difference
+    assert alpha.n_paired == 1 and alpha.mde is None and "mde (n)" in render_comparison(ans)
+    assert "| none (1) |" in render_comparison(ans)
     ev = Eval(out.out_dir)  # what sesa report and the notebooks read
     assert ev.answerability().set_index("id").loc["a1", "doc_title"] == "Paris"
     page = eval_tables_html(ev.report)
     assert "<h2>Answerability</h2>" in page and "oracle - off, judge score, answerable" in page
 
 
-def test_mde_from_the_discordant_rate():
-    # 100 questions, 10 discordant (6 for B, 4 for A): psi 0.1 -> 2.80 * sqrt(0.1 / 100) = 8.86 points
+def test_mde_and_mcnemar_from_the_discordant_pairs():
+    # 100 questions, 10 discordant (6 for B, 4 for A): exact McNemar p = 2 * P(Bin(10, .5) <= 4) = 0.754
     a = [{"dataset": "d", "id": str(i), "mode": "off", "em": 1.0 if i < 4 else 0.0} for i in range(100)]
     b = [{"dataset": "d", "id": str(i), "mode": "on", "em": 1.0 if 4 <= i < 10 else 0.0} for i in range(100)]
     p = paired_intervals(a, b, "off", "on", "em", ["d"])
-    assert p["d"]["psi"] == pytest.approx(0.1) and p["d"]["mde"] == pytest.approx(8.86, abs=0.01)
-    assert p["mean"]["mde"] == pytest.approx(p["d"]["mde"])
-    # no discordant pair: floored at one, not a false "could see anything"
+    assert (p["d"]["b"], p["d"]["c"]) == (6, 4) and p["d"]["p"] == pytest.approx(0.7539, abs=1e-4)
+    # with ample discordance the exact test's mde is near the normal approximation's 2.80 * sqrt(0.1 / 100)
+    assert p["d"]["psi"] == pytest.approx(0.1) and p["d"]["mde"] == pytest.approx(mde_exact(100, 0.1))
+    assert p["d"]["mde"] == pytest.approx(8.86, abs=0.5)
+    # the mean of several datasets keeps the normal approximation (no single test covers it)
+    assert p["mean"]["mde"] == pytest.approx(8.86, abs=0.01)
     assert min_detectable(0.0, 100) == pytest.approx(2.80, abs=0.01)
     # the answerable subset: only the kept questions are paired
     assert paired_intervals(a, b, "off", "on", "em", ["d"], keep={"d/4", "d/5"})["d"]["n"] == 2

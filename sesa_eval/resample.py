@@ -1,0 +1,129 @@
+"""Seed-level statistics for an ablation: each arm's runs (training seeds, and an eval's own ``--seeds``)
+kept apart, a two-level bootstrap over runs then question clusters, and the per-run McNemar tests.
+
+:mod:`sesa_eval.paired` averages a question's seeds, so its interval covers question sampling only. Here
+one *replicate* is one run's scores (one training seed x one eval seed), and B - A is resampled in two
+levels: each arm's replicates with replacement (the run-to-run spread), then the questions, or whole
+clusters of them (questions sharing an article or an answer, as probe v2 records them: resampled one by
+one they would pass for independent). With one replicate per arm and one question per cluster it is the
+plain paired bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sesa_eval.mcnemar import exact_p, mde_exact, mid_p
+from sesa_eval.records import RETRY_STATUSES
+
+LEVEL = 0.95
+
+Replicates = list[dict[str, float]]  # one {question id: score} per replicate
+
+
+def replicates(
+    runs: Sequence[Iterable[Mapping[str, Any]]], mode: str, field: str, dataset: str
+) -> Replicates:
+    """One ``{question id: score}`` per (run, eval seed) of ``dataset`` in ``mode``: ``runs`` holds each
+    run's records (records that could not run left out)."""
+    out: Replicates = []
+    for records in runs:
+        by_seed: dict[Any, dict[str, float]] = defaultdict(dict)
+        for r in records:
+            if (
+                r.get("dataset") == dataset
+                and r.get("mode") == mode
+                and r.get("status") not in RETRY_STATUSES
+            ):
+                by_seed[r.get("seed", 0)][str(r["id"])] = float(r.get(field) or 0.0)
+        out += [by_seed[s] for s in sorted(by_seed, key=str)]
+    return out
+
+
+def two_level(
+    a: Replicates,
+    b: Replicates,
+    clusters: Mapping[str, Any] | None = None,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, float] | None:
+    """B - A in points over the questions every replicate of both arms holds: ``delta`` (mean over
+    replicates and questions), the two-level bootstrap 95% interval ``lo``/``hi`` (replicates, then
+    clusters of ``clusters`` (question id -> cluster; default: each question its own)), ``n`` questions,
+    ``clusters`` and the replicates per arm. None without a shared question."""
+    if not a or not b:
+        return None
+    shared = sorted(set.intersection(*(set(r) for r in (*a, *b))))
+    if not shared:
+        return None
+    ma = np.array([[r[q] for q in shared] for r in a])  # replicates x questions
+    mb = np.array([[r[q] for q in shared] for r in b])
+    keys = [clusters.get(q, f"q:{q}") if clusters else q for q in shared]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    member = np.array([ids[k] for k in keys])
+    n_cl = len(ids)
+    # per replicate and cluster: the sum of scores; and each cluster's size
+    sa = np.zeros((len(a), n_cl))
+    sb = np.zeros((len(b), n_cl))
+    np.add.at(sa.T, member, ma.T)
+    np.add.at(sb.T, member, mb.T)
+    size = np.bincount(member, minlength=n_cl).astype(float)
+    rng = np.random.default_rng(seed)
+    ra = rng.integers(0, len(a), size=(n_boot, len(a)))
+    rb = rng.integers(0, len(b), size=(n_boot, len(b)))
+    rc = rng.integers(0, n_cl, size=(n_boot, n_cl))
+    count = size[rc].sum(axis=1)
+    mean_a = np.stack([sa[ra[i]][:, rc[i]].sum(axis=1).mean() for i in range(n_boot)]) / count
+    mean_b = np.stack([sb[rb[i]][:, rc[i]].sum(axis=1).mean() for i in range(n_boot)]) / count
+    boots = 100.0 * (mean_b - mean_a)
+    lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+    delta = 100.0 * float(mb.mean() - ma.mean())
+    return {
+        "n": len(shared),
+        "clusters": n_cl,
+        "replicates_a": len(a),
+        "replicates_b": len(b),
+        "delta": delta,
+        "lo": float(lo),
+        "hi": float(hi),
+    }
+
+
+def per_run_tests(a: Replicates, b: Replicates) -> list[dict[str, Any]]:
+    """The exact McNemar test of each replicate of B against A's replicate of the same index (A's only
+    one, for a base evaluated once), over the questions both hold: b, c, p, p_mid and the exact mde."""
+    out = []
+    for i, rb in enumerate(b):
+        ra = a[i % len(a)] if a else {}
+        shared = sorted(set(ra) & set(rb))
+        if not shared:
+            continue
+        if any(ra[q] not in (0.0, 1.0) or rb[q] not in (0.0, 1.0) for q in shared):
+            continue
+        nb = sum(1 for q in shared if rb[q] > ra[q])
+        nc = sum(1 for q in shared if ra[q] > rb[q])
+        psi = (nb + nc) / len(shared)
+        out.append(
+            {
+                "n": len(shared),
+                "b": nb,
+                "c": nc,
+                "p": exact_p(nb, nc),
+                "p_mid": mid_p(nb, nc),
+                "mde": mde_exact(len(shared), psi),
+            }
+        )
+    return out
+
+
+def em_per_replicate(reps: Replicates, ids: Iterable[str] | None = None) -> list[float]:
+    """Each replicate's mean score in points (over ``ids`` when given)."""
+    keep = set(ids) if ids is not None else None
+    return [
+        100.0 * float(np.mean([v for q, v in r.items() if keep is None or q in keep] or [0.0])) for r in reps
+    ]
