@@ -39,6 +39,9 @@ from training.metrics_log import append_record, read_metrics, seal_torn_tail
 from training.reuse import ReusePool
 from training.sync import SyncDir
 
+# learning-rate schedules that decay over train.steps: a changed budget changes the rate of every step
+BUDGET_SCHEDULES = ("linear", "cosine")
+
 # Settings that say how a run is carried out, not what it learns: a resume may change them. Everything else
 # would make one run mix two settings (the committed steps ran with the stored one), so it is refused.
 SAFE_KEYS = (
@@ -199,6 +202,15 @@ def check_flags(
             )
     if refused:
         raise ResumeError("\n".join(refused))
+    if new.train.steps != old.train.steps and old.train.lr_scheduler in BUDGET_SCHEDULES:
+        flag = flags.get("train.steps", "--set train.steps")
+        raise ResumeError(
+            f"{flag} {new.train.steps} cannot change the step budget on --resume: {run_dir} uses "
+            f"train.lr_scheduler={old.train.lr_scheduler}, whose learning rate decays over train.steps "
+            f"({old.train.steps}), so its committed steps ran on another schedule than the new budget gives. "
+            f"Give {flag} {old.train.steps} (or leave it out), or start a new run with --name; a run whose "
+            f"schedule does not depend on the budget (constant, constant_with_warmup) can be extended"
+        )
     if new.train.steps < committed:
         flag = flags.get("train.steps", "--set train.steps")
         raise ResumeError(

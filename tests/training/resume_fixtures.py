@@ -18,6 +18,7 @@ def make_run(
     final: bool = False,
     torn: bytes = b"",
     memory_mode: str = "on",
+    lr_scheduler: str = "constant",
 ) -> Path:
     """``committed`` steps with metrics lines, shards, failures and commit markers; with
     ``uncommitted_line`` also the metrics line and shards of the next step, killed before its commit."""
@@ -25,6 +26,7 @@ def make_run(
     (run / "sync").mkdir(parents=True)
     cfg = RunConfig(name="r").model_dump(mode="json")
     cfg["train"]["steps"], cfg["memory"]["mode"] = steps, memory_mode
+    cfg["train"]["lr_scheduler"] = lr_scheduler  # "constant": the budget may change (training.resume)
     (run / "config.yaml").write_text(dump_yaml(cfg, sort_keys=False))
     lines = []
     last = committed + (1 if uncommitted_line else 0)

@@ -19,6 +19,18 @@ def test_steps_extend_and_cannot_shorten(tmp_path):
     assert prepare_resume(run, {"train.steps": 9}, {"train.steps": "--steps"}).cfg.train.steps == 9
 
 
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_a_budget_bound_schedule_refuses_a_changed_step_budget(tmp_path, schedule):
+    run = make_run(tmp_path, steps=5, committed=3, lr_scheduler=schedule)
+    with pytest.raises(
+        UserError, match=rf"--steps 9 cannot change the step budget .* train\.lr_scheduler={schedule}"
+    ):
+        prepare_resume(run, {"train.steps": 9}, {"train.steps": "--steps"})
+    assert "resume" not in (run / "metrics.jsonl").read_text()
+    # the same budget resumes
+    assert prepare_resume(run, {"train.steps": 5}, {"train.steps": "--steps"}).cfg.train.steps == 5
+
+
 def test_a_setting_the_run_learned_with_is_refused_naming_the_flag(tmp_path):
     run = make_run(tmp_path, memory_mode="on")
     with pytest.raises(
