@@ -127,3 +127,22 @@ def em_per_replicate(reps: Replicates, ids: Iterable[str] | None = None) -> list
     return [
         100.0 * float(np.mean([v for q, v in r.items() if keep is None or q in keep] or [0.0])) for r in reps
     ]
+
+
+def connected(keys: Sequence[Sequence[str]]) -> list[int]:
+    """Per item, the id of its cluster: items linked by a shared key, transitively (numbered by first
+    appearance). Probe questions keyed by their articles and answer give the clusters the bootstrap
+    resamples whole."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ks in keys:
+        for k in ks[1:]:
+            parent[root(k)] = root(ks[0])
+    ids: dict[str, int] = {}
+    return [ids.setdefault(root(ks[0]), len(ids)) for ks in keys]

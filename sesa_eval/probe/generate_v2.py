@@ -38,6 +38,7 @@ from sesa_eval.probe.generate import (
     trained_names,
 )
 from sesa_eval.probe.names import senses
+from sesa_eval.resample import connected
 from sesa_graph.heldout import SPLIT_VERSION, is_held_out
 from sesa_graph.scoring import contains_answer, normalize_answer
 from training.warmup.facts import creator, year_event
@@ -264,22 +265,8 @@ def _row(p: Probe) -> dict:
 
 
 def clusters(probes: list[Probe]) -> list[int]:
-    """Per question, the id of its cluster: questions linked by a shared article or answer, transitively
-    (numbered by first appearance)."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    keys = [[f"a:{t}" for t in p.articles] + [f"g:{normalize_answer(p.golds[0])}"] for p in probes]
-    for ks in keys:
-        for k in ks[1:]:
-            parent[root(k)] = root(ks[0])
-    ids: dict[str, int] = {}
-    return [ids.setdefault(root(ks[0]), len(ids)) for ks in keys]
+    """Per question, its cluster: questions linked by a shared article or answer, transitively."""
+    return connected([[f"a:{t}" for t in p.articles] + [f"g:{normalize_answer(p.golds[0])}"] for p in probes])
 
 
 def default_doc_chars() -> int:

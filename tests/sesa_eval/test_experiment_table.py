@@ -1,4 +1,4 @@
-"""benchmarks/experiment.py's table: arms' EM over seeds, the answerable subset, paired intervals."""
+"""benchmarks/experiment.py: arms kept per seed, A/A, two-level intervals and McNemar, resuming, the doc section."""
 
 import json
 import sys
@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from sesa_eval.datasets import PROBE_FILES
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import experiment
+import experiment_render
+import experiment_table
 
 
 def _eval_dir(root: Path, name: str, mode: str, em: dict[tuple[str, str], float], reach=None) -> Path:
@@ -35,76 +39,111 @@ def _eval_dir(root: Path, name: str, mode: str, em: dict[tuple[str, str], float]
     return d
 
 
-def test_table_pairs_arms_on_the_probe_and_the_answerable_subset(tmp_path):
-    probe = [("probe", str(i)) for i in range(10)]
+V2 = [json.loads(x) for x in PROBE_FILES["probe-v2"].read_text("utf-8").splitlines()]
+HEAD = [str(r["id"]) for r in V2 if not r["layout"] and r["hops"] == 1][:10]
+LAYOUT = [str(r["id"]) for r in V2 if r["layout"]][:4]
+
+
+def _probe(ids, score):
+    return {("probe-v2", q): float(score(i)) for i, q in enumerate(ids)}
+
+
+def test_table_keeps_seeds_apart_and_pairs_every_arm(tmp_path):
     nq = [("nq", str(i)) for i in range(10)]
     reach = {k: int(k[1]) < 5 for k in nq}  # nq/0..4 answerable
-    base = _eval_dir(tmp_path, "base", "off", {**{k: 0.0 for k in probe}, **{k: 0.0 for k in nq}}, reach)
-    ssp = _eval_dir(
-        tmp_path, "ssp", "off", {**{k: float(i < 2) for i, k in enumerate(probe)}, **{k: 0.0 for k in nq}}
-    )
-    # two SESA seeds: per question the mean over seeds
-    s0 = _eval_dir(tmp_path, "s0", "on", {**{k: 1.0 for k in probe}, **{k: 1.0 for k in nq}})
-    s1 = _eval_dir(
-        tmp_path, "s1", "on", {**{k: float(i < 5) for i, k in enumerate(probe)}, **{k: 1.0 for k in nq}}
-    )
-    t = experiment.table({"base": [base], "ssp": [ssp], "sesa": [s0, s1]}, ["probe", "nq"])
-    assert t["em"]["sesa"]["probe"] == pytest.approx(75.0) and t["em"]["ssp"]["probe"] == pytest.approx(20.0)
-    assert t["n"]["base"] == {"probe": 10, "nq": 5, "mean": 15}  # nq: only its answerable questions
-    assert t["em"]["sesa"]["mean"] == pytest.approx((75.0 + 100.0) / 2)
-    p = t["pairs"]["sesa - base"]["nq"]
-    assert p["n"] == 5 and p["delta"] == pytest.approx(100.0) and p["lo"] > 0
-    assert t["pairs"]["sesa - ssp"]["probe"]["delta"] == pytest.approx(55.0)
-    text = experiment.render(t, ["probe", "nq"], "# x")
-    assert "| nq (answerable) | 0.0 (n=5)" in text and "sesa - ssp" in text and "| mean |" in text
-    assert "Controls" not in text  # SESA ran in mode on only
-
-
-def test_controls_bracket_sesa_on_the_same_questions(tmp_path):
-    probe = [("probe", str(i)) for i in range(4)]
-    base = _eval_dir(tmp_path, "base", "off", dict.fromkeys(probe, 0.0))
-    runs = {
-        m: _eval_dir(tmp_path, m, m, {k: float(i < n) for i, k in enumerate(probe)})
-        for m, n in (("closed", 0), ("off", 1), ("on", 2), ("oracle", 4))
+    qs = HEAD + LAYOUT
+    base = _eval_dir(tmp_path, "base", "off", {**_probe(qs, lambda i: 0), **dict.fromkeys(nq, 0.0)}, reach)
+    arms = {
+        "ssp": [_probe(qs, lambda i: i < 2), _probe(qs, lambda i: i < 4)],
+        "nobank": [_probe(qs, lambda i: i < 3), _probe(qs, lambda i: i < 3)],
+        "sesa": [_probe(qs, lambda i: i < 10), _probe(qs, lambda i: i < 5)],
     }
-    t = experiment.table({"base": [base], "ssp": [runs["off"]], "sesa": list(runs.values())}, ["probe"])
-    assert t["controls"] == {
-        "closed": {"probe": (0.0, 4)},
-        "off": {"probe": (25.0, 4)},
-        "on": {"probe": (50.0, 4)},
-        "oracle": {"probe": (100.0, 4)},
+    mode = {"ssp": "off", "nobank": "off", "sesa": "on"}
+    evals = {"base": [base]} | {
+        arm: [
+            _eval_dir(tmp_path, f"{arm}{s}", mode[arm], {**em, **dict.fromkeys(nq, 1.0)})
+            for s, em in enumerate(ems)
+        ]
+        for arm, ems in arms.items()
     }
-    assert t["em"]["sesa"]["probe"] == 50.0  # the arm's own cell is still its mode on
-    text = experiment.render(t, ["probe"], "# x")
-    assert "| dataset | closed | off | on | oracle |" in text and "| probe | 0.0 (n=4) | 25.0 (n=4)" in text
+    t = experiment_table.table(evals, ["probe-v2", "nq"], "probe-v2")
+    assert t["rows"][0] == "probe-v2" and "probe-v2 layout" in t["rows"] and t["rows"][-1] == "nq"
+    # the headline leaves the layout-bound forms out; they get their own row
+    assert t["em"]["probe-v2"]["sesa"] == {"seeds": [100.0, 50.0], "n": 10}
+    assert t["em"]["probe-v2 layout"]["base"]["n"] == 4
+    assert t["em"]["nq"]["base"]["n"] == 5  # only its answerable questions
+    # A/A: seed 1 - seed 0 of each arm
+    assert t["aa"]["probe-v2"]["sesa"]["delta"] == pytest.approx(-50.0)
+    assert (
+        t["aa"]["probe-v2"]["nobank"]["delta"] == 0.0
+        and t["aa"]["probe-v2"]["nobank"]["tests"][0]["p"] == 1.0
+    )
+    # sesa - nobank: the bank alone; two-level over seeds and questions, McNemar per seed pairing
+    p = t["pairs"]["probe-v2"]["sesa - nobank"]
+    assert p["questions"]["delta"] == pytest.approx(75.0 - 30.0)
+    assert p["questions"]["replicates_a"] == p["questions"]["replicates_b"] == 2
+    assert [(x["b"], x["c"]) for x in p["tests"]] == [(7, 0), (2, 0)]
+    assert p["clusters"]["clusters"] <= 10
+    assert t["pairs"]["nq"]["sesa - base"]["clusters"] is None  # clusters are the probe's
+    text = experiment_render.render(t, "# x")
+    assert "| probe-v2 | sesa - nobank | the bank alone" in text and "7:0 p 0.016" in text
+    assert "| nq (answerable) | 0.0 (n=5) |" in text and "### A/A" in text
 
 
-def test_bad_budgets_are_refused(capsys):
+def test_bad_budgets_and_arms_are_refused(capsys):
     with pytest.raises(SystemExit) as e:
         experiment.main(["--steps", "0"])
     assert e.value.code == 2 and "--steps and --seeds must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        experiment.main(["--arms", "sesa,grpo"])
+    assert "--arms sesa,grpo: choose from ssp, nobank, sesa" in capsys.readouterr().err
 
 
-def test_probe_rows_split_by_hops_and_by_forms_the_warm_up_saw():
-    slices = experiment.probe_slices()
-    assert len(slices) == 330 and slices["probe-0001"] == ("probe 1-hop", "probe seen forms")
-    ids = {s: [q for q, v in slices.items() if s in v][:3] for s in ("probe 1-hop", "probe 3-hop")}
-    assert all(slices[q][1] == "probe unseen forms" for q in ids["probe 3-hop"])  # docs/PROBE.md
+def test_probe_rows_and_clusters():
+    slices, clusters = experiment_table.probe_meta("probe-v2")
+    assert slices[LAYOUT[0]] == ("probe-v2 layout",)
+    assert slices[HEAD[0]] == ("probe-v2", "probe-v2 1-hop", "probe-v2 seen forms")
+    assert len(set(clusters.values())) < len(clusters)
+    v1, c1 = experiment_table.probe_meta(
+        "probe"
+    )  # v1 records no clusters: computed from articles and answers
+    assert len(v1) == 330 and v1["probe-0001"][1:] == ("probe 1-hop", "probe seen forms")
+    assert max(list(c1.values()).count(c) for c in set(c1.values())) > 20
 
 
-def test_probe_slices_get_their_own_rows_and_pairs(tmp_path):
-    slices = experiment.probe_slices()
-    one = [q for q, v in slices.items() if v[0] == "probe 1-hop"][:4]
-    three = [q for q, v in slices.items() if v[0] == "probe 3-hop"][:4]
-    qs = [("probe", q) for q in one + three]
-    base = _eval_dir(tmp_path, "base", "off", dict.fromkeys(qs, 0.0))
-    ssp = _eval_dir(tmp_path, "ssp", "off", dict.fromkeys(qs, 0.0))
-    sesa = _eval_dir(tmp_path, "sesa", "on", {k: float(k[1] in one) for k in qs})
-    t = experiment.table({"base": [base], "ssp": [ssp], "sesa": [sesa]}, ["probe"])
-    assert t["em"]["sesa"]["probe 1-hop"] == 100.0 and t["em"]["sesa"]["probe 3-hop"] == 0.0
-    assert t["n"]["sesa"]["probe 3-hop"] == 4 and t["em"]["sesa"]["mean"] == 50.0  # the mean is over datasets
-    assert t["pairs"]["sesa - base"]["probe 1-hop"]["delta"] == 100.0
-    assert "| probe 3-hop | 0.0 (n=4)" in experiment.render(t, ["probe"], "# x")
+def test_resume_calls_continue_a_run_with_the_same_budget_and_skip_finished_pieces(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(experiment, "sesa", lambda args, log: calls.append(args))
+    a = experiment.parse(["--steps", "3", "--runs-dir", str(tmp_path / "runs"), "--evals-dir", str(tmp_path)])
+    experiment.train("nobank", 1, a, tmp_path / "log")
+    assert calls[-1][:6] == ["train", "--name", "exp-nobank-s1", "--steps", "3", "--set"]
+    assert calls[-1][7:11] == ["--bank", "off", "--proposer-reward", "frontier"]
+    run = tmp_path / "runs" / "exp-nobank-s1"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("x: 1\n")
+    experiment.train("nobank", 1, a, tmp_path / "log")
+    assert calls[-1][:5] == ["train", "--resume", str(run), "--steps", "3"]
+    (run / "summary.json").write_text("{}")
+    n = len(calls)
+    experiment.train("nobank", 1, a, tmp_path / "log")
+    (tmp_path / "exp-base-probe").mkdir()
+    (tmp_path / "exp-base-probe" / "report.json").write_text(json.dumps({"aborted": None}))
+    experiment.evaluate("exp-base", "embedded-warm", ["off"], None, a, tmp_path / "log")
+    assert len(calls) == n  # finished: nothing runs again
+    (tmp_path / "exp-base-probe" / "report.json").write_text(json.dumps({"aborted": "interrupted"}))
+    experiment.evaluate("exp-base", "embedded-warm", ["off"], None, a, tmp_path / "log")
+    assert calls[-1][:3] == ["eval", "--name", "exp-base-probe"] and "probe-v2" in calls[-1]
+
+
+def test_timing_sums_worked_invocations_and_the_doc_section_is_replaced(tmp_path):
+    tm = experiment.Timing(tmp_path / "t.json")
+    assert tm.run("quick", lambda: 7) == 7 and "quick" in json.loads((tmp_path / "t.json").read_text())
+    doc = tmp_path / "EXPERIMENT.md"
+    doc.write_text("# v1 results\nkept\n")
+    experiment.write_doc(doc, "table one\n")
+    experiment.write_doc(doc, "table two\n")
+    text = doc.read_text()
+    assert text.startswith("# v1 results\nkept\n") and "table two" in text and "table one" not in text
 
 
 def test_learning_curves_of_both_arms_in_one_figure(tmp_path):
