@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from sesa_graph.config import RunConfig
 from sesa_graph.fsutil import write_yaml_atomic
@@ -30,7 +29,8 @@ from training.run_owner import lock_run, new_run_dir
 from training.sync import SyncDir
 from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
 
-console = Console()
+# soft_wrap: a batch log (stdout not a terminal) would otherwise get every long line cut at 80 columns
+console = Console(soft_wrap=True)
 
 
 class TrainingStopped(ServiceError, RuntimeError):
@@ -125,67 +125,6 @@ def ensure_models(cfg: RunConfig) -> None:
             return
 
 
-def step_table(rows: list[dict[str, Any]]) -> Table:
-    t = Table(title="self-play", show_lines=False)
-    for col in (
-        "step",
-        "valid",
-        "reused",
-        "p (groups)",
-        "frontier batch (all)",
-        "R prop",
-        "R solv",
-        "bank",
-        "queue",
-        "consolid.",
-        "probe",  # EM % bank off/on
-        "s",
-    ):
-        t.add_column(col, justify="right")
-    for m in rows[-12:]:
-        c = m.get("consolidation")
-        rates = m.get("solver_success_rates") or []
-        t.add_row(
-            str(m["step"]),
-            f"{m['valid_proposals']}/{m['items']}",
-            str(m.get("reused_groups", 0)),
-            " ".join(f"{p:.1f}" for p in rates[:6]) + (" …" if len(rates) > 6 else ""),
-            _frontier(m),
-            _f(m.get("proposer_reward_mean")),
-            _f(m.get("solver_reward_mean")),
-            str(m.get("bank_size", "-")),
-            str(m.get("queue", "-")),
-            (f"+{c['admitted']}" + (" err" if c.get("error") else ""))
-            if c
-            else ("started" if m.get("consolidation_started") else ""),
-            _probe(m.get("probe")),
-            f"{m.get('seconds', 0):.0f}",
-        )
-    return t
-
-
-def _frontier(m: dict[str, Any]) -> str:
-    """Groups with reward variance: in the trainer's batch, and of all the step ran."""
-    if "batch_frontier_groups" not in m:  # runs from before the batch was counted
-        return str(m.get("frontier_groups", 0))
-    return f"{m['batch_frontier_groups']} ({m.get('frontier_groups', 0)})"
-
-
-def _probe(p: dict[str, Any] | None) -> str:
-    """The learning curve's point of a probed step (training.probe_eval): EM % bank off / on."""
-    if not p:
-        return ""
-    if "error" in p:
-        return "failed"
-    return "/".join(
-        f"{p[m]['em']:.1f}" if (p.get(m) or {}).get("em") is not None else "-" for m in ("off", "on")
-    )
-
-
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.2f}"
-
-
 def train(
     cfg: RunConfig | None,
     runs_dir: Path = Path("runs"),
@@ -210,8 +149,6 @@ def train(
 
 def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
-    from rich.live import Live
-
     from sesa_graph.targets import check_pool
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
@@ -266,13 +203,7 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
             f"policies ready after {time.time() - t0:.0f}s "
             f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})"
         )
-        with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
-
-            def on_step(s: Any) -> None:
-                rows.append(s.metrics)
-                live.update(step_table(rows))
-
-            orch.run(start, alive, on_step)
+        show_steps(orch, start, alive, rows, cfg.train.steps, t0)
         console.print("waiting for the trainers' last optimizer step ...")
         t_last = time.time()
         finals = coord.wait_done(cfg.train.steps, cfg.train.wait_timeout_s, alive, orch.replay)
@@ -309,6 +240,30 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def show_steps(orch: Any, start: int, alive: Any, rows: list[dict[str, Any]], steps: int, t0: float) -> None:
+    """Run the steps, each committed one shown as it comes: a live table on a terminal, else one flushed
+    line a step (``training.progress``)."""
+    from rich.live import Live
+
+    from training.progress import emit, step_line, step_table
+
+    if not console.is_terminal:
+
+        def print_line(s: Any) -> None:
+            rows.append(s.metrics)
+            emit(step_line(s.metrics, steps, time.time() - t0))
+
+        orch.run(start, alive, print_line)
+        return
+    with Live(step_table(rows), console=console, refresh_per_second=2, transient=False) as live:
+
+        def on_step(s: Any) -> None:
+            rows.append(s.metrics)
+            live.update(step_table(rows))
+
+        orch.run(start, alive, on_step)
 
 
 def take_final_policies(coord: Coordinator, run_dir: Path, finals: dict[str, dict[str, Any]]) -> None:

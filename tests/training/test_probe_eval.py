@@ -230,7 +230,8 @@ def test_the_orchestrator_loop_probes_due_steps_and_mirrors_them_to_the_tracker(
 
 
 def test_the_run_summary_counts_the_probe_evals_time():
-    from training.launch import _probe, phase_split
+    from training.launch import phase_split
+    from training.progress import probe_cell
 
     rows = [
         {"step": 0, "probe": {"seconds": 12.5, "off": {"em": 5.0}}},
@@ -238,5 +239,5 @@ def test_the_run_summary_counts_the_probe_evals_time():
         {"step": 2, "probe": {}},
     ]
     assert phase_split(rows, {})["probe_evals_s"] == 12.5
-    assert [_probe(r.get("probe")) for r in rows] == ["5.0/-", "", ""]
-    assert _probe({"error": "EvalError: down"}) == "failed"
+    assert [probe_cell(r.get("probe")) for r in rows] == ["5.0/-", "", ""]
+    assert probe_cell({"error": "EvalError: down"}) == "failed"
