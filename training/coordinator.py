@@ -326,8 +326,10 @@ class TrainerLink:
 
         threading.Thread(target=run, name="orchestrator-watch", daemon=True).start()
 
-    def ready(self, step: int, weights: dict[str, Any]) -> None:
-        self.store.set(f"ready/{self.role}/{step}", json.dumps({"step": step, "weights": weights}))
+    def ready(self, step: int, weights: dict[str, Any], update: dict[str, Any] | None = None) -> None:
+        """Weights for ``step`` published; ``update``: TRL's logged numbers of the update that made them."""
+        msg = {"step": step, "weights": weights} | ({"update": update} if update else {})
+        self.store.set(f"ready/{self.role}/{step}", json.dumps(msg))
 
     def wait_commit(self, step: int, timeout_s: float, poll_s: float = 0.1) -> bytes:
         """Step ``step``'s shard of this role, once the orchestrator committed it."""

@@ -66,7 +66,7 @@ class Orchestrator:
         self.store = TrajectoryStore(run_dir)
         self.sync = SyncDir(run_dir)
         self.coord = coordinator
-        self.tracker = StepTracker(self.run_dir, cfg.train.report_to, cfg.name)
+        self.tracker = StepTracker(self.run_dir, cfg.train.report_to, cfg.name, cfg.train.updates_per_step)
         self.search = make_backend(cfg.search)
         logs = self.run_dir / "logs"
         # the fixed models' vLLM servers start side by side with the policies' (each takes minutes on a CPU)
@@ -404,9 +404,11 @@ class Orchestrator:
             synced = self.sync_weights(ready)
             if (dead := self.servers_dead()) is not None:
                 raise PolicyUnavailableError(dead)
-            summary = self.run_step(
-                step, timing={"wait_trainers_s": round(waited, 2), "weight_sync_s": synced}
-            )
+            timing: dict[str, Any] = {"wait_trainers_s": round(waited, 2), "weight_sync_s": synced}
+            # each trainer's TRL numbers of the update that made the weights this step runs on (step - 1's)
+            if updates := {r: m["update"] for r, m in ready.items() if m.get("update")}:
+                timing["updates"] = updates
+            summary = self.run_step(step, timing=timing)
             self.probe_step(summary)
             on_step(summary)
         self.finish()

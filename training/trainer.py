@@ -31,6 +31,7 @@ import os
 import shutil
 import socket
 import sys
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from training.grpo_update import grpo_trainer_class
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
 from training.sync import PeerDiedError, SyncDir
 from training.tracking import tensorboard_dir
+from training.trainer_rows import last_update, rows_for_training
 from training.trainer_setup import Setup, cleanup_sent, come_up, shared_checkpoint
 
 log = logging.getLogger("sesa.trainer")
@@ -61,45 +63,6 @@ def micro_batches(batch: int, micro: int) -> tuple[int, int]:
     """
     size = max(d for d in range(1, min(batch, micro) + 1) if batch % d == 0)
     return size, batch // size
-
-
-def rows_for_training(
-    df: Any, expected: int, role: str, step: int, max_completion_length: int | None = None
-) -> dict[str, list]:
-    """The rollout_func output of one step's shard (selected rows, in group order). A completion longer than
-    ``max_completion_length`` (injected documents count) is trained on its first that many tokens: the
-    trainer's memory grows with sequence length, and TRL would cap a completion it generated itself there."""
-    if "selected" in df.columns:
-        df = df[df["selected"]]
-    if len(df) != expected:
-        raise RuntimeError(
-            f"step {step}: {len(df)} {role} rollouts selected, the trainer's batch is {expected}"
-        )
-    cut = max_completion_length or None
-    env_masks, completions, logprobs, truncated = [], [], [], 0
-    for mask, trainable, ids, lps in zip(
-        df["env_mask"], df["trainable"], df["completion_ids"], df["logprobs"]
-    ):
-        truncated += cut is not None and len(ids) > cut
-        mask = [int(x) for x in mask[:cut]]
-        env_masks.append(mask if trainable else [0] * len(mask))  # e.g. search_error: kept in shape, no loss
-        completions.append([int(x) for x in ids[:cut]])
-        logprobs.append([float(x) for x in lps[:cut]])
-    if truncated:
-        log.warning(
-            "step %d: %d %s completions longer than train.max_completion_length=%d were cut to it",
-            step,
-            truncated,
-            role,
-            cut,
-        )
-    return {
-        "prompt_ids": [[int(x) for x in v] for v in df["prompt_ids"]],
-        "completion_ids": completions,
-        "logprobs": logprobs,
-        "env_mask": env_masks,
-        "reward": [float(r) for r in df["reward"]],
-    }
 
 
 def passthrough_reward(prompts: list, completions: list, reward: list[float], **kwargs: Any) -> list[float]:
@@ -300,6 +263,10 @@ def main(argv: list[str] | None = None) -> None:
     tag = f"{args.role}-trainer" + (f"[{rank.rank}/{rank.world}]" if rank.world > 1 else "")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {tag} %(levelname)s: %(message)s")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    # TRL checks the installed vLLM against the range its own vLLM generation path supports, once per import
+    # of a module that asks (5 times a job); these jobs never generate through TRL (the rollouts come from
+    # rollout_func, the servers are ours), so the warning says nothing about them
+    warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
     start_watchdog(args.role, rank)
     setup = None
     try:
@@ -401,7 +368,9 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         )
         acc.wait_for_everyone()
         if link is not None:
-            link.ready(step, send_weights(link, transport, role, step, where))
+            link.ready(
+                step, send_weights(link, transport, role, step, where), last_update(trainer.state.log_history)
+            )
             log.info("weights for step %d published; waiting for the step's trajectories", step)
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
@@ -417,7 +386,12 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
 
             shard = link.wait_commit(step, cfg.train.wait_timeout_s)
             rows = rows_for_training(
-                pd.read_parquet(io.BytesIO(shard)), batch, role, step, cfg.train.max_completion_length
+                pd.read_parquet(io.BytesIO(shard)),
+                batch,
+                role,
+                step,
+                cfg.train.max_completion_length,
+                end_marker=tokenizer.eos_token_id,
             )
         if rank.world == 1:
             assert rows is not None
