@@ -9,6 +9,11 @@ file readable anyway:
 - ``{"torn_line": {"bytes": n, "line": k}}``, appended right after the newline that closes a torn last
   line (an append cut by a kill): the fragment on line ``k`` is skipped instead of being an error.
 
+A step's learning-curve eval (``training.probe_eval``) finishes after its step record is written, so it
+follows as ``{"probe_of": t, "probe": {...}}``: no ``step`` key, so a reader of the raw file counts one line
+per step, and :func:`read_metrics` hands it out as step t's ``probe`` (runs from before this wrote step t's
+record again with ``probe`` added; the latest one still wins).
+
 Per step the record of the latest attempt counts; every other record (``final_consolidation``, the markers)
 is kept, in file order. Everything else follows :func:`sesa_graph.fsutil.parse_jsonl`: a bad line is an
 error naming ``file:line`` and a torn last line is skipped and counted.
@@ -91,6 +96,10 @@ def read_metrics(run_dir: str | Path) -> MetricsLog:
         if isinstance(step, int) and not isinstance(step, bool):
             log.by_step[step] = row
             log.step_pos[step] = pos
+            continue
+        target = row.get("probe_of")
+        if isinstance(target, int) and target in log.by_step and isinstance(row.get("probe"), dict):
+            log.by_step[target] = {**log.by_step[target], "probe": row["probe"]}
             continue
         log.others.append((pos, row))
         resume = row.get("resume")

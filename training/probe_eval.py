@@ -13,9 +13,10 @@ Where it goes:
   evenly spaced over the set);
 - ``runs/NAME/probe/step-N/``: the eval directory (``records.jsonl`` per question and mode, ``report.*``),
   openable like any eval (``sesa report runs/NAME/probe/step-N``);
-- ``metrics.jsonl``: step t's record again with ``"probe": {...}`` added (EM and score in % per mode, with
-  n), appended through :func:`training.metrics_log.append_record`; readers take a step's latest record,
-  so they still see one record per step, now with its probe.
+- ``metrics.jsonl``: ``{"probe_of": t, "probe": {...}}`` (EM and score in % per mode, with n), appended
+  through :func:`training.metrics_log.append_record` after step t's record; it has no ``step`` key, so the
+  file keeps one line per step, and :func:`training.metrics_log.read_metrics` gives it out as step t's
+  ``probe``.
 
 Resume: a step whose latest record has a probe is not probed again. A probe killed half-way leaves a partial
 ``probe/step-N/`` and no probe in the metrics; its step is committed, so it is not run again, and its
@@ -111,7 +112,7 @@ class ProbeEval:
 
     def after_step(self, step: int, record: dict[str, Any], policy_version: int, bank_version: Any) -> Any:
         """Probe the solver after step ``step`` was committed with ``record`` when it is due and not done:
-        append the record with ``probe`` added and return the probe (None when nothing ran)."""
+        append it as step ``step``'s probe record and return it (None when nothing ran)."""
         if not self.due(step) or self.done(step):
             return None
         t0 = time.perf_counter()
@@ -128,7 +129,7 @@ class ProbeEval:
             log.warning("probe eval of step %d failed: %s", step, exc)
             probe["error"] = f"{type(exc).__name__}: {exc}"
         probe["seconds"] = round(time.perf_counter() - t0, 2)
-        append_record(self.run_dir, {**record, "probe": probe})
+        append_record(self.run_dir, {"probe_of": step, "probe": probe})
         return probe
 
     def _evaluate(self, step: int) -> dict[str, Any]:

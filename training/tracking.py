@@ -5,6 +5,10 @@ orchestrator mirrors each committed step's record (rewards, valid rate, frontier
 times...) through :class:`StepTracker`. For ``tensorboard`` everything lands under ``runs/NAME/tensorboard/``
 (``solver/``, ``proposer/``, ``selfplay/``), so ``tensorboard --logdir runs/NAME/tensorboard`` shows one run,
 and ``--logdir runs`` compares runs.
+
+One x axis for all of them: TRL's global step, the optimizer updates done. Step t's batch is trained on by
+updates ``t*u+1 .. (t+1)*u`` (u = ``train.updates_per_step``), so self-play step t is plotted at ``(t+1)*u``,
+beside the TRL numbers of the update that learned from its rollouts (plotted at t they were one step apart).
 """
 
 from __future__ import annotations
@@ -52,11 +56,21 @@ def scalars(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
+def plot_step(step: int, updates_per_step: int) -> int:
+    """Self-play step ``step`` on TRL's axis: the global step of the last update trained on its batch.
+
+    >>> plot_step(0, 1), plot_step(3, 2)
+    (1, 8)
+    """
+    return (step + 1) * updates_per_step
+
+
 class StepTracker:
     """Mirrors each committed step's metrics record to the configured tracker (a no-op for ``none``)."""
 
-    def __init__(self, run_dir: Path, report_to: str, run_name: str) -> None:
+    def __init__(self, run_dir: Path, report_to: str, run_name: str, updates_per_step: int = 1) -> None:
         self.report_to = report_to
+        self.updates_per_step = updates_per_step
         self._writer: Any = None
         self._module: Any = None
         if report_to == "tensorboard":
@@ -73,7 +87,7 @@ class StepTracker:
     def log_step(self, record: dict[str, Any]) -> None:
         if "step" not in record:
             return
-        step = int(record["step"])
+        step = plot_step(int(record["step"]), self.updates_per_step)
         values = {k: v for k, v in scalars(record).items() if k != "step"}
         if self._writer is not None:
             for key, value in values.items():

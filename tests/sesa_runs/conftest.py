@@ -326,8 +326,10 @@ def build_run(root: Path, name: str = "tiny") -> Path:
                 m: {"em": 10.0 + step + (m == "on"), "score": 11.0, "n": 8, "errors": 0}
                 for m in ("off", "on")
             }
-            line["probe"] = {"dataset": "probe", "questions": 8, "policy_version": step, **cells}
+            probe = {"dataset": "probe", "questions": 8, "policy_version": step, **cells}
         metrics.append(line)
+        if step in (0, 2):  # as a run writes it: its own record after the step's (training.metrics_log)
+            metrics.append({"probe_of": step, "probe": probe})
     bank.close()
     with open(run / "metrics.jsonl", "w") as f:
         f.writelines(json.dumps(m) + "\n" for m in metrics)

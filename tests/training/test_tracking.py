@@ -40,8 +40,9 @@ def test_step_records_reach_tensorboard(tmp_path):
     t.close()
     acc = EventAccumulator(str(tensorboard_dir(tmp_path, "selfplay")))
     acc.Reload()
+    # on TRL's axis: step t beside the update that trained on its batch (global step t+1)
     assert [(e.step, round(e.value, 3)) for e in acc.Scalars("selfplay/solver_reward")] == [
-        (0, 0.1),
-        (1, 0.3),
+        (1, 0.1),
+        (2, 0.3),
     ]
     assert "selfplay/phases/rollout" in acc.Tags()["scalars"]
