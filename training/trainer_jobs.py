@@ -233,13 +233,25 @@ def failure_message(role: str, rc: int, log: Path) -> str:
     """The job's exit named with the rank the launcher reports as the first failure, and that rank's log."""
     text = tail(log, 200)
     found = _FAILED_RANK.search(text)
+    hint = trainer_oom_hint(rc, text)
     if found is None:
-        return f"the {role} trainer exited with code {rc}; last lines of {log}:\n{tail(log)}"
+        return f"the {role} trainer exited with code {rc}{hint}; last lines of {log}:\n{tail(log)}"
     rank = int(found.group(1))
     own = rank_log(log, rank)
     return (
-        f"the {role} trainer's rank {rank} failed (the job exited with code {rc}); last lines of {own}:\n"
-        f"{tail(own)}\n(the launcher's report: {log})"
+        f"the {role} trainer's rank {rank} failed (the job exited with code {rc}){hint}; last lines of "
+        f"{own}:\n{tail(own)}\n(the launcher's report: {log})"
+    )
+
+
+def trainer_oom_hint(rc: int, log_text: str) -> str:
+    """The out-of-memory hint for a trainer job killed by SIGKILL, naming what shrinks a trainer."""
+    from tools.exits import oom_hint
+
+    return oom_hint(
+        rc,
+        log_text,
+        "train.micro_batch_size or train.max_completion_length (a trainer's memory grows with both)",
     )
 
 

@@ -228,7 +228,7 @@ class VLLMServer:
                 rc = self.proc.returncode
                 self.stop()
                 raise ServerStartError(
-                    f"vLLM for {self.spec.model_path} exited with code {rc} before it was "
+                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc)} before it was "
                     f"healthy; last lines of {self.log_path}:\n{self.tail()}"
                 )
             try:
@@ -252,9 +252,10 @@ class VLLMServer:
         """A message naming this server if its process has exited (None while it runs)."""
         if self.proc is None or self.proc.poll() is None:
             return None
+        rc = self.proc.returncode
         return (
-            f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code "
-            f"{self.proc.returncode}; last lines of {self.log_path}:\n{self.tail()}"
+            f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code {rc}"
+            f"{server_oom_hint(rc)}; last lines of {self.log_path}:\n{self.tail()}"
         )
 
     def tail(self, n: int = 30) -> str:
@@ -361,3 +362,10 @@ class ServedPolicy(OpenAIPolicy):
     def close(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def server_oom_hint(rc: int | None) -> str:
+    """The out-of-memory hint for a policy server killed by SIGKILL, naming what shrinks a server."""
+    from tools.exits import oom_hint
+
+    return oom_hint(rc, "", "the policy's kv_cache_gib or max_model_len (its KV cache is most of a server)")
