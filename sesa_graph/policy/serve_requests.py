@@ -260,12 +260,17 @@ def check_model(req: _Sampling, served: str) -> None:
 
 def prompt_ids(req: CompletionRequest, encode: Any, check_ids: Any) -> list[int]:
     """The completion prompt as token ids: one text or one list of token ids, non-empty, in the vocabulary
-    (:func:`validate` has checked its shape)."""
+    (:func:`validate` has checked its shape). A batch of one is that prompt: LangChain's ``OpenAI``
+    completions class sends every prompt as ``["..."]``."""
     p = req.prompt
-    if isinstance(p, list) and all(isinstance(x, (str, list)) for x in p):
-        raise RequestError(
-            "prompt: a batch of prompts is not supported; send one request per prompt", "prompt"
-        )
+    if isinstance(p, list) and p and all(isinstance(x, (str, list)) for x in p):
+        if len(p) > 1:
+            raise RequestError(
+                f"prompt: a batch of {len(p)} prompts is not supported (one prompt a request, or a list of "
+                "one); send one request per prompt",
+                "prompt",
+            )
+        p = p[0]
     ids = encode(p) if isinstance(p, str) else list(p)
     problem = None if isinstance(p, str) else check_ids(ids)
     if problem:

@@ -96,6 +96,11 @@ POLICY = [
     cmpl('prompt ""', {"prompt": ""}, "prompt", "empty"),
     cmpl("prompt []", {"prompt": []}, "prompt", "empty"),
     cmpl("prompt missing", {"prompt": None}, "prompt"),
+    # a list of one is that prompt (LangChain's OpenAI class sends one); an empty one and a real batch are not
+    cmpl('prompt [""]', {"prompt": [""]}, "prompt", "empty"),
+    cmpl("prompt [[]]", {"prompt": [[]]}, "prompt", "empty"),
+    cmpl("prompt a batch of 2 texts", {"prompt": ["The sky is", "Grass is"]}, "prompt", "batch of 2"),
+    cmpl("prompt a batch of 2 id lists", {"prompt": [[1, 2], [3]]}, "prompt", "batch of 2"),
     cmpl("prompt {}", {"prompt": {"a": 1}}, "prompt"),
     cmpl("n 10**9", {"n": 10**9}, "n"),
     cmpl("stop [1, 2]", {"stop": [1, 2]}, "stop"),

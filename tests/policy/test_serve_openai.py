@@ -47,6 +47,12 @@ def test_chat_completion_applies_the_chat_template_and_respects_stop_and_max_tok
 def test_completions_stream_and_refusals(client):
     chunks = list(client.completions.create(model="embedded", prompt="Paris is", max_tokens=4, stream=True))
     assert "".join(c.choices[0].text for c in chunks).strip()
+    # a list of one prompt is that prompt (LangChain's OpenAI completions class sends one); two are refused
+    greedy = {"model": "embedded", "max_tokens": 4, "temperature": 0}
+    one = client.completions.create(prompt=["Paris is"], **greedy).choices[0].text
+    assert one == client.completions.create(prompt="Paris is", **greedy).choices[0].text
+    with pytest.raises(openai.BadRequestError, match="a batch of 2 prompts is not supported"):
+        client.completions.create(prompt=["Paris is", "Rome is"], **greedy)
     with pytest.raises(openai.BadRequestError, match="max_tokens must be at least 1"):
         client.completions.create(model="embedded", prompt="Paris is", max_tokens=-5)
     with pytest.raises(openai.NotFoundError, match="serves 'embedded'"):
