@@ -38,14 +38,22 @@ def _cached(key: tuple, build: Callable[[], Any]) -> Any:
     return _settle(key, _future(key, build)).result()
 
 
+class ServedBuildError(RuntimeError):
+    """Building a served run's part failed. A RuntimeError on purpose: langgraph-api shows a run's error
+    message only for a few builtin types (ValueError, RuntimeError, ...) and replaces any other -- the OSError
+    of a model that does not load, a UserError naming a bad path -- with "An internal error occurred"."""
+
+
 async def _acached(key: tuple, build: Callable[[], Any]) -> Any:
     fut = _future(key, build)
     try:
         # shielded: a cancelled run must not cancel a build other runs wait for
         return await asyncio.shield(asyncio.wrap_future(fut))
-    except Exception:
+    except Exception as exc:
         _settle(key, fut)
-        raise
+        if isinstance(exc, ValueError | TypeError | KeyError | RuntimeError):
+            raise
+        raise ServedBuildError(f"building the {key[0]} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _settle(key: tuple, fut: Future) -> Future:

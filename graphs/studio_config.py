@@ -99,6 +99,30 @@ class StudioConfig(ConfigModel):
         return SearchConfig.model_validate({**cfg.search.model_dump(), **update})
 
 
+# keys a LangGraph server itself puts in a run's context when the caller sent ``config.configurable``
+# instead (it mirrors the one into the other): its plumbing, not a setting of the graphs
+_SERVER_KEYS = {"thread_id", "run_id", "assistant_id", "graph_id", "user_id", "cron_id", "checkpoint_id"}
+_SERVER_PREFIXES = ("__", "langgraph_", "checkpoint_", "x-")
+
+
+def check_keys(raw: dict[str, Any]) -> None:
+    """Refuse a context key that is no :class:`StudioConfig` field (a LangGraph server would otherwise drop
+    it silently), naming it, the closest field and all of them."""
+    import difflib
+
+    known = list(StudioConfig.model_fields)
+    unknown = [
+        k for k in raw if k not in known and k not in _SERVER_KEYS and not str(k).startswith(_SERVER_PREFIXES)
+    ]
+    if not unknown:
+        return
+    hints = []
+    for k in unknown:
+        close = difflib.get_close_matches(str(k), known, n=1)
+        hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ValueError(f"unknown context key {', '.join(hints)}; the served graphs take: {', '.join(known)}")
+
+
 def coerce(raw: Any) -> StudioConfig:
     """A :class:`StudioConfig` from what a server passed: the model, a dict of its fields, or None."""
     if isinstance(raw, StudioConfig):
@@ -106,7 +130,8 @@ def coerce(raw: Any) -> StudioConfig:
     if raw is None:
         return StudioConfig()
     if isinstance(raw, dict):
-        return StudioConfig.model_validate(raw)
+        check_keys(raw)
+        return StudioConfig.model_validate({k: v for k, v in raw.items() if k in StudioConfig.model_fields})
     raise TypeError(
         f"expected a StudioConfig, a dict of its fields or None as context, got {type(raw).__name__}"
     )

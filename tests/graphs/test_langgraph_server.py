@@ -73,6 +73,21 @@ def test_a_configuration_overrides_what_it_names():
         coerce({"max_turn": 2})  # a typo is an error, not the default
 
 
+def test_a_misspelled_context_key_is_refused_naming_it_and_the_known_ones():
+    from types import SimpleNamespace
+
+    from graphs import served
+
+    with pytest.raises(ValueError, match=r"'max_turn' \(did you mean 'max_turns'\?\); .*run_config, model"):
+        coerce({"max_turn": 2})
+    # the served graphs' factories see the context before langgraph-api drops the keys it does not know
+    with pytest.raises(ValueError, match="unknown context key 'modle'"):
+        served.solve(SimpleNamespace(context={"modle": "x"}))
+    assert served.propose(SimpleNamespace()) is propose_graph  # a schema read: no context
+    # what the server mirrors from config.configurable is its own plumbing, not a setting
+    assert coerce({"thread_id": "t", "langgraph_request_id": "r", "max_turns": 2}).max_turns == 2
+
+
 def test_parts_are_built_once_per_configuration_off_the_event_loop(monkeypatch):
     monkeypatch.setattr(defaults, "_built", {})
     builds: list[tuple[str, str]] = []
@@ -111,7 +126,11 @@ def test_a_failed_build_is_tried_again(monkeypatch):
             raise ConnectionError("endpoint down")
         return "ok"
 
-    with pytest.raises(ConnectionError):
+    # an OSError (a model that does not load) reaches the server as a RuntimeError with its message, which
+    # langgraph-api shows (it hides the message of an OSError)
+    with pytest.raises(
+        defaults.ServedBuildError, match="building the x failed: ConnectionError: endpoint down"
+    ):
         asyncio.run(defaults._acached(("x",), flaky))
     assert asyncio.run(defaults._acached(("x",), flaky)) == "ok"
     assert asyncio.run(defaults._acached(("x",), flaky)) == "ok" and len(calls) == 2
@@ -227,9 +246,22 @@ def test_solve_and_propose_run_on_a_langgraph_server(server, tmp_path):
             thread["thread_id"], "solve", input={"question": "Q?"}, context=missing
         )
         await client.runs.join(thread["thread_id"], bad["run_id"])
-        return schemas, solve, propose, await client.runs.get(thread["thread_id"], bad["run_id"])
+        # a misspelled key and a model that does not load: errors whose message the caller (Studio) sees
+        refused = []
+        for ctx in (
+            {**context, "max_turn": 2},
+            {**context, "engine": "local", "model": str(tmp_path / "none")},
+        ):
+            t = await client.threads.create()
+            r = await client.runs.create(t["thread_id"], "solve", input={"question": "Q?"}, context=ctx)
+            refused.append(await client.runs.join(t["thread_id"], r["run_id"]))
+        broken = await client.runs.get(thread["thread_id"], bad["run_id"])
+        return schemas, solve, propose, broken, refused
 
-    schemas, (run, out, nodes), (prun, pout, pnodes), broken = asyncio.run(main())
+    schemas, (run, out, nodes), (prun, pout, pnodes), broken, refused = asyncio.run(main())
+    typo, no_model = (json.dumps(r) for r in refused)
+    assert "unknown context key 'max_turn' (did you mean 'max_turns'?)" in typo, typo
+    assert str(tmp_path / "none") in no_model and "internal error" not in no_model, no_model
     assert all(s["input_schema"] and s["context_schema"] for s in schemas)
     assert run["status"] == "success" and out["status"] in ENDED and out["n_turns"] >= 1
     assert len(out["turns"]) == out["n_turns"] <= 2  # the run config's one turn, plus the last-chance one
