@@ -76,3 +76,17 @@ def test_parameters_cell_names_the_run_over_the_environment(dirs, tmp_path, monk
     )
     text = out.read_text()
     assert str(dirs["run"]) in text and str(dirs["empty_run"]) not in text
+
+
+@pytest.mark.timeout(180)
+def test_a_relative_run_dir_is_taken_from_where_jupyter_was_started(dirs, monkeypatch):
+    """`SESA_RUN_DIR=runs/NAME jupyter lab notebooks/`: the kernel runs in notebooks/, the path was typed in
+    the shell's directory ($PWD, which the kernel inherits)."""
+    import os
+
+    base = dirs["run"].parent
+    monkeypatch.setenv("PWD", str(base))
+    path = next(p for p in NOTEBOOKS if p.stem == "training_curves")
+    relative = (Path(dirs["run"].name), Path(os.path.relpath(dirs["eval"], base)))
+    assert not (path.parent / relative[0]).exists()  # not found from the kernel's directory
+    assert "image/png" in _execute(path, *relative, monkeypatch)
