@@ -85,6 +85,16 @@ class Timing:
         return out
 
 
+def warm_up(log: Path) -> None:
+    """Build the format-warmed model the base is (``sesa train`` would build it too, but the base eval runs
+    first); one older than the held-out split is rebuilt, as ``sesa train`` does."""
+    from training.warmup.sft import is_complete, is_current, warm_dir
+
+    path = warm_dir("embedded")
+    if not is_current(path):
+        sesa(["warmup", *(["--force"] if is_complete(path) else [])], log)
+
+
 def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
     run = a.runs_dir / f"{a.name}-{arm}-s{seed}"
     if (run / "summary.json").is_file():
@@ -95,7 +105,8 @@ def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
         sesa(["train", "--resume", str(run), "--steps", str(a.steps), *common[2:]], log)
     else:
         args = ["train", "--name", run.name, "--steps", str(a.steps), "--set", f"seed={seed}"]
-        sesa([*args, *ARM_FLAGS[arm], *common], log)
+        extra = [x for kv in a.train_set for x in ("--set", kv)]
+        sesa([*args, *ARM_FLAGS[arm], *extra, *common], log)
     return run
 
 
@@ -205,6 +216,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--engine", choices=("vllm", "local"), default=None, help="Default: the config's backends."
     )
+    ap.add_argument(
+        "--train-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Passed to every new run as --set KEY=VALUE (smoke runs: a smaller step; solver.doc_chars must "
+        "stay the probe set's cut).",
+    )
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs")
     ap.add_argument("--evals-dir", type=Path, default=ROOT / "evals")
     ap.add_argument(
@@ -229,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     timing = Timing(a.evals_dir / f"{a.name}-timing.json")
     t0 = time.monotonic()
     runs: dict[str, list[Path]] = {arm: [] for arm in a.arms}
+    timing.run("warm-up", warm_up, log)
     evals: dict[str, list[Path]] = {
         "base": timing.run("base eval", evaluate, f"{a.name}-base", "embedded-warm", ["off"], None, a, log)
     }

@@ -45,6 +45,7 @@ _FAMILIES = (
     {"novel", "book", "poem", "play"},
     {"company", "organization", "agency"},
     {"war", "conflict", "battle"},
+    {"country", "island"},  # "Ireland" is an island article and a country a reader may name
 )
 _PERSONISH = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z.]+){1,3}")
 

@@ -85,6 +85,12 @@ def _links(x: FactsV2, held: dict[str, FactsV2]) -> list[FactsV2]:
     return [held[t] for t in x.named if t in held and held[t].noun and not rivals(x, held[t])]
 
 
+def _only_a_century(text: str) -> bool:
+    """A clue whose only number is a century ("4th-century Christian bishop and theologian") fits many
+    things outside the corpus."""
+    return bool(re.search(r"\d+(?:st|nd|rd|th)[- ]century", text)) and len(re.findall(r"\d+", text)) == 1
+
+
 def candidates(cut: int) -> Iterator[Probe]:
     held = {t: f for t, f in corpus_facts_v2(cut).items() if is_held_out(t)}
     for a in held.values():
@@ -97,7 +103,7 @@ def candidates(cut: int) -> Iterator[Probe]:
 def _one_hop(a: FactsV2, held: dict[str, FactsV2], cut: int) -> Iterator[Probe]:
     if cut_mid_number(a):
         a.clause = None
-    if a.description and specific_clause("a", a.description):
+    if a.description and specific_clause("a", a.description) and not _only_a_century(a.description):
         q = f"Give the name of the {lower_first(a.description)}."
         yield Probe("h1_desc_name", q, a.aliases, (a.title,))
     if a.clause and a.noun and specific_clause(a.clause[1], a.clause[2]) and a.clause[0] in ("is", "was"):
