@@ -6,7 +6,8 @@ A dataset file has one JSON object per line::
      "golden_answers": ["Habiba Akumu Nyanjango"]}
 
 Datasets are named: ``nq`` is ``<data-dir>/nq.jsonl``; ``probe`` is the packaged, frozen probe set
-(``sesa_eval/data/probe-v1.jsonl``, docs/PROBE.md), no ``--data-dir`` needed. A name can also be the path of a ``.jsonl`` file,
+(``sesa_eval/data/probe-v1.jsonl``, docs/PROBE.md) and ``probe-v2`` its successor (``probe-v2.jsonl``,
+generated at a recorded ``doc_chars`` that an eval must match), no ``--data-dir`` needed. A name can also be the path of a ``.jsonl`` file,
 or ``hf:<repo>[:<config>[:<split>]]`` for a Hugging Face dataset (online only; default split ``test``),
 e.g. ``hf:RUC-NLPIR/FlashRAG_datasets:nq:test``. Bad rows are errors that name the file and line, never
 rows skipped in silence: a benchmark score over an unknown subset cannot be compared with anything.
