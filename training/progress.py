@@ -4,7 +4,7 @@ Rich's ``Live`` redraws only on a terminal; under nohup, Slurm or ``> train.log`
 once, at the end, cut to 80 columns. There each committed step is one line instead, flushed at once, in the
 ``key value`` pairs a batch-log reader (or ``grep``/``awk``) can follow::
 
-    step 1/4 | 212s, run 7m02s | solver reward +0.40 acc 0.40 | proposer reward +0.12 valid 2/2 | ...
+    step 1 (2/4) | 212s, run 7m02s | solver reward +0.40 acc 0.40 | proposer reward +0.12 valid 2/2 | ...
 
 Every number comes from the step's ``metrics.jsonl`` record (``training.orchestrator``); ``loss`` is the
 trainers' last logged TRL loss of the update that made the weights the step ran on (the update on the previous
@@ -61,7 +61,7 @@ def step_line(m: dict[str, Any], steps: int, elapsed_s: float) -> str:
     rates = m.get("solver_success_rates") or []
     acc = f"{sum(rates) / len(rates):.2f}" if rates else "-"
     parts = [
-        f"step {m['step']}/{steps}",
+        f"step {m['step']} ({m['step'] + 1}/{steps})",  # steps count from 0, as in metrics.jsonl
         f"{m.get('seconds', 0):.0f}s, run {clock(elapsed_s)}",
         f"solver reward {signed(m.get('solver_reward_mean'))} acc {acc}",
         f"proposer reward {signed(m.get('proposer_reward_mean'))} valid {m['valid_proposals']}/{m['items']}"

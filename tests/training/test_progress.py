@@ -44,7 +44,7 @@ PROBE = {
 def test_a_step_line_holds_what_a_batch_log_reader_needs():
     line = step_line({**RECORD, "probe": PROBE}, steps=2, elapsed_s=257.4)
     assert "\n" not in line
-    assert line.startswith("step 1/2 | 30s, run 4m17s | solver reward +0.00 acc 0.00 | ")
+    assert line.startswith("step 1 (2/2) | 30s, run 4m17s | solver reward +0.00 acc 0.00 | ")
     for part in (
         "proposer reward -1.00 valid 0/2 reused 2",
         "frontier 0 (0)",
@@ -96,7 +96,7 @@ def test_each_committed_step_reaches_a_redirected_log_at_once(tmp_path):
         p.kill()
         p.wait()
     lines = text.splitlines()
-    assert [ln.split(" | ")[0] for ln in lines] == ["step 0/2", "step 1/2"], text  # no table, no wrapping
+    assert [ln.split(" | ")[0] for ln in lines] == ["step 0 (1/2)", "step 1 (2/2)"], text  # no table, no wrapping
     assert "probe EM % bank off/on 0.0/50.0" in lines[1]
 
 
