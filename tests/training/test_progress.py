@@ -96,7 +96,8 @@ def test_each_committed_step_reaches_a_redirected_log_at_once(tmp_path):
         p.kill()
         p.wait()
     lines = text.splitlines()
-    assert [ln.split(" | ")[0] for ln in lines] == ["step 0 (1/2)", "step 1 (2/2)"], text  # no table, no wrapping
+    # no table, no wrapping: a line a step
+    assert [ln.split(" | ")[0] for ln in lines] == ["step 0 (1/2)", "step 1 (2/2)"], text
     assert "probe EM % bank off/on 0.0/50.0" in lines[1]
 
 
