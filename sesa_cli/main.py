@@ -14,6 +14,7 @@ from sesa_cli import rollouts, runs
 from sesa_cli.bank import bank_app
 from sesa_cli.common import ReportingGroup
 from sesa_cli.config import config_app
+from sesa_cli.models import models_app
 from sesa_cli.plan import plan_command
 from sesa_cli.policy import policy_app
 from sesa_cli.search import search_app
@@ -57,6 +58,7 @@ def build_app() -> typer.Typer:
     runs.register(app)
     app.add_typer(policy_app, name="policy")
     app.add_typer(config_app, name="config")
+    app.add_typer(models_app, name="models", help="List and fetch the fixed models the set-up fetches.")
     app.add_typer(targets_app, name="targets", help="Build and check target pools (train.target_pool).")
     app.command("plan")(plan_command)
     return app

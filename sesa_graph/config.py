@@ -162,6 +162,12 @@ class JudgeConfig(Strict):
     chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field(
         "the judge's", " An unfinished judge reply counts as judge_unavailable, not as Wrong."
     )
+    fallback: str | None = Field(
+        None,
+        description="For kind 'model': 'exact' (exact match alone) or a key of `models:` that judges instead "
+        "when `endpoint`'s model is a fetched one whose files are not on this machine; said loudly at start "
+        "and recorded in roles.json. None: such a run stops with the fetch command.",
+    )
     max_tokens: int = Field(16, ge=1, description="Token budget of one judge reply.")
     base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
     model: str | None = Field(None, description="Model name at the endpoint for kind 'openai'.")
@@ -313,8 +319,12 @@ class RunConfig(Strict):
             ("distiller.endpoint", self.distiller.endpoint),
             ("proposer.rag_reader.endpoint", self.proposer.rag_reader.endpoint),
         ]
+        if self.distiller.fallback is not None:
+            refs.append(("distiller.fallback", self.distiller.fallback))
         if self.judge.kind == "model":
             refs.append(("judge.endpoint", self.judge.endpoint))
+            if self.judge.fallback not in (None, "exact"):
+                refs.append(("judge.fallback", self.judge.fallback))
         for key, name in refs:
             if name != "policy" and name not in self.models:
                 known = ", ".join(sorted(self.models)) or "none"

