@@ -152,6 +152,9 @@ def render_proposer_user(target: str, hops: int, examples: str | None = None) ->
 
 # --- Judge ---
 
+# Said explicitly: a chat template without a system turn adds its own (Qwen's names the model instead).
+JUDGE_SYSTEM = "You grade answers to quiz questions. You reply with one word: Correct or Wrong."
+
 JUDGE_PROMPT = """Does the predicted answer mean the same as one of the gold answers?
 Question: {question}
 Gold answers: {gold_answers}

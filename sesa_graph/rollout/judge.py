@@ -21,11 +21,11 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict
 
 from sesa_graph.policy.base import GenerationRequest, PolicyClient, SamplingParams
-from sesa_graph.prompts import render_judge_prompt
+from sesa_graph.prompts import JUDGE_SYSTEM, render_judge_prompt
 from sesa_graph.scoring import exact_match, f1_score
 from tools.errors import ServiceError
 
@@ -213,7 +213,11 @@ class Judge:
     async def _ask_policy(self, policy: Any, prompts: list[str]) -> list[str | BaseException]:
         sampling = SamplingParams(max_tokens=self.max_tokens, temperature=0.0)
         requests = [
-            GenerationRequest(messages=[{"role": "user", "content": p}], sampling=sampling) for p in prompts
+            GenerationRequest(
+                messages=[{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": p}],
+                sampling=sampling,
+            )
+            for p in prompts
         ]
         try:
             results = await asyncio.wait_for(policy.generate(requests), self.timeout_s)
@@ -238,7 +242,9 @@ class Judge:
         async def one(prompt: str) -> str | BaseException:
             async with gate:
                 try:
-                    msg = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), self.timeout_s)
+                    msg = await asyncio.wait_for(
+                        model.ainvoke([SystemMessage(JUDGE_SYSTEM), HumanMessage(prompt)]), self.timeout_s
+                    )
                     return _reply_text(msg)
                 except Exception as exc:  # noqa: BLE001 -- see _ask_policy
                     return exc

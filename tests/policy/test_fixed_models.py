@@ -153,7 +153,8 @@ def test_chat_endpoint_passes_the_template_kwargs_and_judges():
     body = seen[0]
     assert body["model"] == "judge-m" and body["max_tokens"] == 16 and body["temperature"] == 0.0
     assert body["chat_template_kwargs"] == {"enable_thinking": False}  # extra_body lands in the body
-    assert "R. Strauss" in body["messages"][0]["content"] and body["messages"][0]["role"] == "user"
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]  # an explicit system turn
+    assert "R. Strauss" in body["messages"][1]["content"]
     assert reply.text == reply.content == "Correct" and "chat_template_kwargs" not in seen[1]
 
 
