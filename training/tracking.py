@@ -88,7 +88,9 @@ class StepTracker:
         if "step" not in record:
             return
         step = plot_step(int(record["step"]), self.updates_per_step)
-        values = {k: v for k, v in scalars(record).items() if k != "step"}
+        # ``updates`` (the trainers' TRL numbers of the previous update) are TRL's own curves already, at their
+        # own step: mirrored here they would be the same curve again, one step later
+        values = {k: v for k, v in scalars(record).items() if k != "step" and not k.startswith("updates/")}
         if self._writer is not None:
             for key, value in values.items():
                 self._writer.add_scalar(f"selfplay/{key}", value, step)

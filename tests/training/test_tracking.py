@@ -36,7 +36,9 @@ def test_step_records_reach_tensorboard(tmp_path):
     t = StepTracker(tmp_path, "tensorboard", "r")
     t.log_step({"step": 0, "solver_reward": 0.1, "phases": {"rollout": 2.0}})
     t.log_step({"final_consolidation": {"admitted": 3}})  # not a step: not plotted
-    t.log_step({"step": 1, "solver_reward": 0.3, "phases": {"rollout": 1.0}})
+    t.log_step(
+        {"step": 1, "solver_reward": 0.3, "phases": {"rollout": 1.0}, "updates": {"solver": {"loss": 0.5}}}
+    )
     t.close()
     acc = EventAccumulator(str(tensorboard_dir(tmp_path, "selfplay")))
     acc.Reload()
@@ -46,3 +48,4 @@ def test_step_records_reach_tensorboard(tmp_path):
         (2, 0.3),
     ]
     assert "selfplay/phases/rollout" in acc.Tags()["scalars"]
+    assert not any("updates" in t for t in acc.Tags()["scalars"])  # TRL's own writers plot them

@@ -1,6 +1,7 @@
 """`sesa train` end to end on the real embedded parts, killed with SIGKILL and resumed."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -59,6 +60,11 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
     log_text = (tmp_path / "log.txt").read_text()
     assert res["problems"] == [], (res, log_text[-3000:])
     assert "vLLM server for embedded" in log_text and "exited with code" in log_text  # the crash was named
+    # SIGKILL from outside: reported as the kernel's OOM killer would be, with what to lower
+    assert "probably killed by the kernel's out-of-memory killer" in log_text and "kv_cache_gib" in log_text
+    # stdout is a file: a plain line per committed step, no table (the killed invocations may miss their last)
+    assert re.search(r"^step \d \(\d/3\) \| \d+s, run ", log_text, re.MULTILINE), log_text[-3000:]
+    assert "frontier batch (all)" not in log_text  # a column of the terminal's table
     run = tmp_path / "runs" / "e2e"
     from training.store import TrajectoryStore
 
@@ -87,7 +93,7 @@ def test_killed_server_then_orchestrator_resume_to_a_consistent_end(tmp_path):
         acc = EventAccumulator(str(run / "tensorboard" / part))
         acc.Reload()
         tags[part] = acc.Tags()["scalars"]
-        loss = next((t for t in tags[part] if t.endswith("loss")), None)
+        loss = next((t for t in tags[part] if t.split("/")[-1] == "loss"), None)  # not train_loss
         tag = "selfplay/solver_reward_mean" if part == "selfplay" else loss
         assert tag is not None, tags
         xs[part] = {e.step for e in acc.Scalars(tag)}
