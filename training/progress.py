@@ -2,9 +2,10 @@
 
 Rich's ``Live`` redraws only on a terminal; under nohup, Slurm or ``> train.log`` it would print the table
 once, at the end, cut to 80 columns. There each committed step is one line instead, flushed at once, in the
-``key value`` pairs a batch-log reader (or ``grep``/``awk``) can follow::
+``key value`` pairs a batch-log reader (or ``grep``/``awk``) can follow (the default run's first step)::
 
-    step 1 (2/4) | 212s, run 7m02s | solver reward +0.40 acc 0.40 | proposer reward +0.12 valid 2/2 | ...
+    step 0 (1/4) | 189s, run 7m09s | solver reward +0.20 acc 0.20 | proposer reward -1.00 valid 0/4 reused 5 |
+    frontier 0 (0) | bank 15 queue 0 | probe EM % bank off/on 0.0/12.5 (118s)
 
 Every number comes from the step's ``metrics.jsonl`` record (``training.orchestrator``); ``loss`` is the
 trainers' last logged TRL loss of the update that made the weights the step ran on (the update on the previous
