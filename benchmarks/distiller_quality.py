@@ -54,13 +54,13 @@ def main() -> None:
     loaded = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         memory = SkillMemory.create(Path(tmp) / "bank", mem_cfg, distiller=client)
-        before = len(memory.bank.skills)
+        before = len(memory.bank)
         memory.add_failures(records[: args.limit])
         t1 = time.perf_counter()
         memory.maybe_consolidate(1, force=True)
         report = memory.commit(1, wait=True, timeout=1800)
         secs = time.perf_counter() - t1
-        admitted = [memory.bank.skills[i] for i in report.admitted]
+        admitted = [memory.bank.get(i) for i in report.admitted]
         rejected = sum(report.rejected.values())
         out = {
             "model": key,
@@ -70,7 +70,7 @@ def main() -> None:
             "parseable": report.responses - report.rejected.get("unparseable", 0),
             "admitted": len(admitted),
             "rejected": report.rejected,
-            "bank": [before, len(memory.bank.skills)],
+            "bank": [before, len(memory.bank)],
             "skills": [
                 s.model_dump(include={"description", "trigger", "avoid", "queries", "category"})
                 for s in admitted
@@ -78,7 +78,7 @@ def main() -> None:
         }
         memory.close()
     for client_ in fixed.values():
-        client_.close()
+        getattr(client_, "close", lambda: None)()
     print(
         f"{key}: loaded in {loaded:.0f} s; one pass of {report.picked} failures in {secs:.0f} s: written "
         f"{out['written']}, parseable {out['parseable']}, admitted {len(admitted)}, rejected {rejected} "

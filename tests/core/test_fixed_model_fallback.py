@@ -16,8 +16,11 @@ def bare_home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_the_default_config_judges_and_distils_with_the_fetched_model():
-    cfg = load_config(None)
+QWEN = {"judge.kind": "model", "distiller.endpoint": "qwen", "distiller.fallback": "frozen"}
+
+
+def test_the_default_config_offers_the_fetched_model():
+    cfg = load_config(None, QWEN)
     assert (cfg.judge.kind, cfg.judge.endpoint, cfg.judge.fallback) == ("model", "qwen", "exact")
     assert (cfg.distiller.endpoint, cfg.distiller.fallback) == ("qwen", "frozen")
     assert cfg.models["qwen"].serve.model == "qwen2.5-coder-0.5b"
@@ -25,7 +28,7 @@ def test_the_default_config_judges_and_distils_with_the_fetched_model():
 
 
 def test_missing_model_falls_back_loudly(bare_home):
-    cfg, notes = with_fallbacks(load_config(None))
+    cfg, notes = with_fallbacks(load_config(None, QWEN))
     assert cfg.judge.kind == "none" and cfg.distiller.endpoint == "frozen"
     assert len(notes) == 2 and all("sesa models fetch qwen2.5-coder-0.5b" in n for n in notes)
     assert "exact match alone" in notes[0] and "models.frozen" in notes[1]
@@ -34,17 +37,17 @@ def test_missing_model_falls_back_loudly(bare_home):
 def test_a_fetched_model_is_kept(bare_home):
     (bare_home / "models" / "qwen2.5-coder-0.5b-instruct").mkdir(parents=True)
     (bare_home / "models" / "qwen2.5-coder-0.5b-instruct" / ".complete").write_text("x\n")
-    cfg, notes = with_fallbacks(load_config(None))
+    cfg, notes = with_fallbacks(load_config(None, QWEN))
     assert notes == [] and cfg.judge.kind == "model" and cfg.distiller.endpoint == "qwen"
 
 
 def test_without_a_fallback_the_run_stops_with_the_fetch_command(bare_home):
-    cfg = load_config(None, {"judge.fallback": None})
+    cfg = load_config(None, {**QWEN, "judge.fallback": None})
     with pytest.raises(
         UserError, match=r"judge.endpoint models.qwen .* `sesa models fetch qwen2.5-coder-0.5b`"
     ):
         with_fallbacks(cfg)
-    cfg = load_config(None, {"distiller.fallback": None})
+    cfg = load_config(None, {**QWEN, "distiller.fallback": None})
     with pytest.raises(UserError, match="set distiller.fallback"):
         with_fallbacks(cfg)
 
@@ -53,4 +56,4 @@ def test_a_fallback_must_be_a_defined_model():
     with pytest.raises(UserError, match="distiller.fallback is 'nope'"):
         load_config(None, {"distiller.fallback": "nope"})
     with pytest.raises(UserError, match="judge.fallback is 'gone'"):
-        load_config(None, {"judge.fallback": "gone"})
+        load_config(None, {**QWEN, "judge.fallback": "gone"})
