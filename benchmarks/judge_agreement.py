@@ -63,7 +63,8 @@ def main() -> None:
     verdicts = asyncio.run(judge.judge_many(items))
     batch_s = time.perf_counter() - t2
     for client in fixed.values():
-        client.close()
+        # a served model stops; an in-process one has nothing to stop
+        getattr(client, "close", lambda: None)()
     rows = [(bool(p["label"]), v.correct) for p, v in zip(pairs, verdicts)]
     model_rows = [(bool(p["label"]), v.correct) for p, v in zip(pairs, verdicts) if v.method == "llm"]
     by_kind: dict[str, Counter] = defaultdict(Counter)
