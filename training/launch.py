@@ -104,8 +104,13 @@ def kill_stale_servers(run_dir: Path) -> None:
 
 
 def ensure_models(cfg: RunConfig) -> None:
-    """Build the format-warmed embedded policy first if the config asks for it and it is missing."""
+    """Build the format-warmed embedded policy first if the config asks for it and it is missing; say loudly
+    which role falls back because its fetched model is not on this machine (the orchestrator applies it)."""
+    from sesa_graph.fixed_models import with_fallbacks
     from training.warmup.sft import is_complete, is_current, run_warmup, warm_dir
+
+    for note in with_fallbacks(cfg)[1]:
+        console.print(f"WARNING: {note}", style="bold red", markup=False, highlight=False)
 
     for pcfg in (cfg.solver_policy, cfg.proposer_policy):
         if pcfg.backend in ("local", "vllm") and pcfg.model == "embedded-warm":
