@@ -109,7 +109,8 @@ async def test_policy_judge_batches_and_parses():
     assert len(policy.calls) == 1 and len(policy.calls[0]) == 3
     req = policy.calls[0][0]
     assert req.sampling.temperature == 0.0 and req.sampling.max_tokens == 8
-    content = req.messages[0]["content"]
+    assert [m["role"] for m in req.messages] == ["system", "user"]  # an explicit system turn
+    content = req.messages[1]["content"]
     assert "Who composed Salome?" in content and "Richard Strauss" in content and "R. Strauss" in content
     assert judge.llm_count == 3 and judge.unavailable_count == 0
 
@@ -224,4 +225,4 @@ async def test_any_ainvoke_model_judges():
     judge = Judge(model)
     v = await judge.judge("q", "Milan", ["Rome"])
     assert v.method == "judge_unavailable" and judge.unavailable_count == 1  # an empty reply: no verdict
-    assert "Milan" in model.seen[0][0].content
+    assert model.seen[0][0].type == "system" and "Milan" in model.seen[0][1].content
