@@ -257,7 +257,11 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
     train.trainer_gpus (the same indices on every trainer node), numbered as the launchers number them
     (node rank x ranks per node + local rank)."""
     policies = {"solver": cfg.solver_policy, "proposer": cfg.proposer_policy}
-    served = {f"models.{n}": ep.serve for n, ep in cfg.models.items() if ep.serve is not None}
+    from sesa_graph.policy.factory import needed_models
+
+    # a model no role calls is never started (an opt-in one, e.g. tiny-cpu's qwen, included)
+    needed = set(needed_models(cfg))
+    served = {f"models.{n}": ep.serve for n, ep in cfg.models.items() if ep.serve is not None and n in needed}
     visible = {f"models.{n}": ep.cuda_visible_devices for n, ep in cfg.models.items()}
     on_gpu = any(p.device.startswith("cuda") for p in [*policies.values(), *served.values()])
     cap = gpu_capacity_gib(cfg, gpu_gib) if on_gpu else None

@@ -224,7 +224,7 @@ def test_gpu_config_topology_runs_a_step_on_cpu(tmp_path, search_server, fixed_e
     pids = json.loads((run / "sync" / "server_pids.json").read_text())
     assert {"solver", "proposer"} == set(pids), pids
     roles = json.loads((run / "roles.json").read_text())
-    assert roles == {"judge": "fixed", "distiller": "fixed", "rag_reader": "fixed"}, roles
+    assert roles == {"judge": "fixed", "distiller": "fixed", "rag_reader": "fixed", "fallbacks": []}, roles
     fixed_log = (tmp_path / "fixed.log").read_text()
     assert "GET /v1/models" in fixed_log  # probed at start: a dead endpoint fails the start, not a step
 
