@@ -20,10 +20,11 @@ models_app = typer.Typer(cls=ReportingGroup, no_args_is_help=True)
 @models_app.command("list")
 def list_models() -> None:
     """Each fetchable model: its file, size, Qwen's sha256, where it stands on this machine, its licence."""
-    from tools.split_models import SPLIT_MODELS, gguf_dir, is_fetched
+    from sesa_graph.embedded import is_converted
+    from tools.split_models import SPLIT_MODELS, is_fetched
 
     for m in SPLIT_MODELS.values():
-        converted = (gguf_dir().parent / (m.name + "-instruct") / ".complete").exists()
+        converted = is_converted(m.name)
         state = "fetched" if is_fetched(m) else "not fetched"
         typer.echo(f"{m.name}: {state}{', converted' if converted else ''}")
         typer.echo(f"  {m.filename}, {m.size:,} bytes, sha256 {m.sha256}")

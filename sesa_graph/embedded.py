@@ -70,7 +70,7 @@ def resolve_policy_model(name: str) -> str:
         return str(embedded_model_dir())
     if name in SPLIT_MODELS:
         spec = SPLIT_MODELS[name]
-        return str(converted_dir(name + "-instruct", lambda: fetched_gguf(spec), dtype="bfloat16"))
+        return str(converted_dir(fetched_dirname(name), lambda: fetched_gguf(spec), dtype="bfloat16"))
     if name == "embedded-warm":
         warm = sesa_home() / "models" / "smollm2-135m-warm"
         if not (warm / ".complete").exists():
@@ -81,12 +81,21 @@ def resolve_policy_model(name: str) -> str:
     return name
 
 
+def fetched_dirname(name: str) -> str:
+    """The folder under ``$SESA_HOME/models`` that holds a fetched model converted to safetensors."""
+    return name + "-instruct"
+
+
+def is_converted(name: str) -> bool:
+    return (sesa_home() / "models" / fetched_dirname(name) / ".complete").exists()
+
+
 def missing_fetched_model(name: str) -> str | None:
     """For a fetched model's name whose files are on neither form on this machine (the verified GGUF, the
     converted directory): the command that fetches it. None for every other name."""
     if name not in SPLIT_MODELS:
         return None
-    if (sesa_home() / "models" / (name + "-instruct") / ".complete").exists():
+    if is_converted(name):
         return None
     try:
         fetched_gguf(SPLIT_MODELS[name])

@@ -21,11 +21,26 @@ def _missing(models: dict[str, EndpointConfig], key: str) -> str | None:
     return None if ep is None or ep.serve is None else missing_fetched_model(ep.serve.model)
 
 
-def _fallen(role: str, key: str, fetch: str, instead: str, setting: str) -> str:
-    return (
-        f"{role}: models.{key} is not fetched on this machine -- the {role} is {instead} instead, as "
-        f"{setting} says. Fetch it with `{fetch}` (or bash scripts/setup.sh) for the configured {role}."
+def _fallback_for(
+    role: str, endpoint: str, fallback: str | None, models: dict[str, EndpointConfig], allowed: str
+):
+    """(fallback, note) when ``endpoint``'s fetched model is missing, (None, None) when it is there; a
+    UserError with the fetch command when it is missing and ``fallback`` is unset."""
+    fetch = _missing(models, endpoint)
+    if fetch is None:
+        return None, None
+    if fallback is None:
+        raise UserError(
+            f"{role}.endpoint models.{endpoint} is a fetched model that is not on this machine; fetch it with "
+            f"`{fetch}`, or set {role}.fallback ({allowed})"
+        )
+    instead = "exact match alone" if fallback == "exact" else f"models.{fallback}"
+    note = (
+        f"{role}: models.{endpoint} is not fetched on this machine -- the {role} is {instead} instead, as "
+        f"{role}.fallback: {fallback} says. Fetch it with `{fetch}` (or bash scripts/setup.sh) for the "
+        f"configured {role}."
     )
+    return fallback, note
 
 
 def judge_with_fallback(
@@ -34,38 +49,25 @@ def judge_with_fallback(
     """``judge`` itself, or its fallback (exact match or another model) with the note that says so."""
     if judge.kind != "model":
         return judge, None
-    fetch = _missing(models, judge.endpoint)
-    if fetch is None:
+    fallback, note = _fallback_for(
+        "judge", judge.endpoint, judge.fallback, models, "exact, or a key of models:"
+    )
+    if fallback is None:
         return judge, None
-    if judge.fallback is None:
-        raise UserError(
-            f"judge.endpoint models.{judge.endpoint} is a fetched model that is not on this machine; fetch it "
-            f"with `{fetch}`, or set judge.fallback (exact, or a key of models:)"
-        )
-    if judge.fallback == "exact":
-        note = _fallen("judge", judge.endpoint, fetch, "exact match alone", "judge.fallback: exact")
-        return updated(judge, {"kind": "none"}), note
-    instead = f"models.{judge.fallback}"
-    note = _fallen("judge", judge.endpoint, fetch, instead, f"judge.fallback: {judge.fallback}")
-    return updated(judge, {"endpoint": judge.fallback}), note
+    change = {"kind": "none"} if fallback == "exact" else {"endpoint": fallback}
+    return updated(judge, change), note
 
 
 def distiller_with_fallback(
     distiller: ModelRef, models: dict[str, EndpointConfig]
 ) -> tuple[ModelRef, str | None]:
-    fetch = _missing(models, distiller.endpoint)
-    if fetch is None:
-        return distiller, None
-    if distiller.fallback is None:
-        raise UserError(
-            f"distiller.endpoint models.{distiller.endpoint} is a fetched model that is not on this machine; "
-            f"fetch it with `{fetch}`, or set distiller.fallback (a key of models:)"
-        )
-    instead = f"models.{distiller.fallback}"
-    note = _fallen(
-        "distiller", distiller.endpoint, fetch, instead, f"distiller.fallback: {distiller.fallback}"
+    """``distiller`` itself, or its fallback model with the note that says so."""
+    fallback, note = _fallback_for(
+        "distiller", distiller.endpoint, distiller.fallback, models, "a key of models:"
     )
-    return updated(distiller, {"endpoint": distiller.fallback}), note
+    if fallback is None:
+        return distiller, None
+    return updated(distiller, {"endpoint": fallback}), note
 
 
 def with_fallbacks(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
