@@ -88,7 +88,7 @@ class Timing:
 def warm_up(log: Path) -> None:
     """Build the format-warmed model the base is (``sesa train`` would build it too, but the base eval runs
     first); one older than the held-out split is rebuilt, as ``sesa train`` does."""
-    from training.warmup.sft import is_complete, is_current, warm_dir
+    from sesa_graph.warm_model import is_complete, is_current, warm_dir
 
     path = warm_dir("embedded")
     if not is_current(path):

@@ -111,8 +111,8 @@ async def run_proposer(n: int, policy, search, seed: int) -> dict:
 
     from graphs.propose import ProposeContext, propose
     from sesa_graph.config import load_config
+    from sesa_graph.corpus.targets import build_embedded_pool, sample_targets
     from sesa_graph.rollout.loop import proposer_spec
-    from sesa_graph.targets import build_embedded_pool, sample_targets
 
     run = load_config(None)  # the default run's proposer budgets
     cfg = run.proposer.model_copy(update={"rag_check": False})

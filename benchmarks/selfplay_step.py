@@ -16,7 +16,7 @@ import time
 
 from graphs.selfplay import run_step
 from sesa_graph.config import load_config
-from sesa_graph.targets import sample_targets
+from sesa_graph.corpus.targets import sample_targets
 from training.orchestrator import Orchestrator
 
 

@@ -19,10 +19,10 @@ from graphs.contexts import ProposeContext, recursion_limit
 from graphs.studio_config import StudioConfig
 from sesa_graph import prompts
 from sesa_graph.config import ProposerConfig
+from sesa_graph.corpus.targets import MAX_HOPS
 from sesa_graph.rollout import proposal_checks
 from sesa_graph.rollout.loop import generate_turn, initial_state, run_search
 from sesa_graph.state import ProposeInput, ProposeState
-from sesa_graph.targets import MAX_HOPS
 
 
 def proposer_messages(target: str, hops: int, examples: str | None = None) -> list[dict[str, str]]:

@@ -43,7 +43,7 @@ def build(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
 ) -> None:
     """Build a target pool (SSP's answer-pool format) from a question/answer file."""
-    from sesa_graph.target_build import build_pool, write_pool
+    from sesa_graph.corpus.target_build import build_pool, write_pool
 
     if out.exists() and not (force and out.is_file()):
         raise UserError(
@@ -58,7 +58,7 @@ def build(
 @targets_app.command("show")
 def show(pool: Annotated[Path, typer.Argument(help="A pool file (train.target_pool).")]) -> None:
     """Validate a pool file and count its targets by hop count."""
-    from sesa_graph.targets import load_pool_file
+    from sesa_graph.corpus.targets import load_pool_file
 
     targets = load_pool_file(pool)
     by_hops = Counter(t.hops for t in targets)

@@ -9,13 +9,13 @@ from pathlib import Path
 import typer
 
 from sesa_graph.embedded import EMBEDDED
+from sesa_graph.warm_model import SUMMARY
 from tools.terminal import shown
 from training.warmup.sft import (
     DEFAULT_DISTILLER_EXAMPLES,
     DEFAULT_EPOCHS,
     DEFAULT_EXAMPLES,
     DEFAULT_LR,
-    SUMMARY,
     read_summary,
     run_warmup,
 )

@@ -310,11 +310,11 @@ _POOL_KEYS = ("question", "sys_question_example", "ground_truth", "target", "ans
 
 
 def read_target_pool(path: str | Path) -> list[tuple[str, str]]:
-    """(label, text) pairs of a training target pool: ``embedded`` (the pool ``sesa_graph.targets``
+    """(label, text) pairs of a training target pool: ``embedded`` (the pool ``sesa_graph.corpus.targets``
     builds from the embedded corpus), JSONL rows (SSP's ``{"ground_truth", "sys_question_example",
     "search_turns"}``, or ``question``/``target``/``answer`` fields), or one target per line."""
     if str(path) == "embedded":
-        from sesa_graph.targets import build_embedded_pool
+        from sesa_graph.corpus.targets import build_embedded_pool
 
         return [(f"embedded pool #{i}", t.answer) for i, t in enumerate(build_embedded_pool())]
     path = Path(path)
@@ -385,11 +385,11 @@ def hygiene_report(
 def check_probe_split(questions: Sequence[EvalQuestion], probe_file: Path = PROBE_FILE) -> HygieneSection:
     """Whether the held-out split still holds for these probe questions: every article a question uses
     (its row's ``articles``) is held out, and none is a self-play target (``build_embedded_pool``) or a
-    warm-up article (``training.warmup.corpus.load_articles``); no gold answer is a pool target either.
+    warm-up article (``sesa_graph.corpus.articles.load_articles``); no gold answer is a pool target either.
     A hit means someone broke an exclusion, and the probe set no longer measures held-out skill."""
-    from sesa_graph.heldout import SPLIT_VERSION, is_held_out
-    from sesa_graph.targets import build_embedded_pool
-    from training.warmup.corpus import load_articles
+    from sesa_graph.corpus.articles import load_articles
+    from sesa_graph.corpus.heldout import SPLIT_VERSION, is_held_out
+    from sesa_graph.corpus.targets import build_embedded_pool
 
     rows = {
         str(r["id"]): r for r in (json.loads(line) for line in probe_file.read_text("utf-8").splitlines())
@@ -419,7 +419,7 @@ def check_probe_split(questions: Sequence[EvalQuestion], probe_file: Path = PROB
     if sec.hits:
         log.error(
             "%d probe question(s) use articles the trainer can see (first: %s: %s); the held-out exclusion "
-            "is broken (sesa_graph.heldout, sesa_graph.targets, training.warmup.corpus)",
+            "is broken (sesa_graph.corpus.heldout, sesa_graph.corpus.targets, sesa_graph.corpus.articles)",
             len(sec.hits),
             sec.hits[0].id,
             sec.hits[0].match,
@@ -459,8 +459,8 @@ def check_warm_split(model: str, datasets: Iterable[str]) -> None:
     the same check before it starts from that model (``training.launch.ensure_models``)."""
     if model != "embedded-warm" or not any(ds in PROBE_FILES for ds in datasets):
         return
-    from sesa_graph.heldout import SPLIT_VERSION
-    from training.warmup.sft import is_complete, is_current, warm_dir
+    from sesa_graph.corpus.heldout import SPLIT_VERSION
+    from sesa_graph.warm_model import is_complete, is_current, warm_dir
 
     path = warm_dir("embedded")
     if is_complete(path) and not is_current(path):

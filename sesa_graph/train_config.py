@@ -59,7 +59,7 @@ class TrainConfig(Strict):
         "embedded",
         description="What the proposer writes questions about: the path of a pool file, SSP's answer-pool "
         "JSONL format (one row an answer: ground_truth, search_turns = its hop count, sys_question_example = "
-        "example questions shown to the proposer; sesa_graph.targets.POOL_FORMAT), drawn in epochs as [SSP]'s "
+        "example questions shown to the proposer; sesa_graph.corpus.targets.POOL_FORMAT), drawn in epochs as [SSP]'s "
         "shuffled loader; or 'embedded' (CPU runs: titles of the embedded corpus, hop counts cycling "
         "1..max_hops). The GPU configs name [SSP]'s released ~50k-answer pool: get it, or build a pool with "
         "`sesa targets build --from QA.jsonl -o POOL.jsonl`. A missing or bad file stops the run at its start.",

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from sesa_cli.main import build_app
 from sesa_graph.config import load_config
-from sesa_graph.target_build import build_pool
-from sesa_graph.targets import Target, check_pool, load_pool, load_pool_file
+from sesa_graph.corpus.target_build import build_pool
+from sesa_graph.corpus.targets import Target, check_pool, load_pool, load_pool_file
 from tools.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_unreadable_pools_are_refused(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "fifo")  # would block a plain read forever
     with pytest.raises(UserError, match="not a regular file"):
         load_pool_file(tmp_path / "fifo")
-    monkeypatch.setattr("sesa_graph.targets.MAX_POOL_BYTES", 64)
+    monkeypatch.setattr("sesa_graph.corpus.targets.MAX_POOL_BYTES", 64)
     with pytest.raises(UserError, match="larger than"):
         load_pool_file(_write(tmp_path / "huge.jsonl", *[{"ground_truth": "x", "search_turns": 1}] * 4))
 

@@ -3,7 +3,7 @@ tests/test_target_pool.py)."""
 
 from collections import Counter
 
-from sesa_graph.targets import Target, bootstrap_question, build_embedded_pool, sample_targets
+from sesa_graph.corpus.targets import Target, bootstrap_question, build_embedded_pool, sample_targets
 
 
 def test_embedded_pool_and_sampling():

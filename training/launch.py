@@ -107,7 +107,8 @@ def ensure_models(cfg: RunConfig) -> None:
     """Build the format-warmed embedded policy first if the config asks for it and it is missing; say loudly
     which role falls back because its fetched model is not on this machine (the orchestrator applies it)."""
     from sesa_graph.fixed_models import with_fallbacks
-    from training.warmup.sft import is_complete, is_current, run_warmup, warm_dir
+    from sesa_graph.warm_model import is_complete, is_current, warm_dir
+    from training.warmup.sft import run_warmup
 
     for note in with_fallbacks(cfg)[1]:
         console.print(f"WARNING: {note}", style="bold red", markup=False, highlight=False)
@@ -154,7 +155,7 @@ def train(
 
 def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
-    from sesa_graph.targets import check_pool
+    from sesa_graph.corpus.targets import check_pool
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
     from training.tracking import check_tracker

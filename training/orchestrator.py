@@ -21,6 +21,7 @@ from typing import Any
 from graphs.contexts import propose_context, solver_context
 from graphs.selfplay import SelfPlayContext, StepOutput, run_step
 from sesa_graph.config import RunConfig
+from sesa_graph.corpus.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.fixed_models import with_fallbacks
 from sesa_graph.fsutil import write_jsonl_atomic
 from sesa_graph.memory.memory import SkillMemory
@@ -29,7 +30,6 @@ from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
 from sesa_graph.rollout.loop import turn_cap_cuts
 from sesa_graph.scoring import normalize_answer
-from sesa_graph.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.weights_wire import drop, fetch_dir, put_dir
 from tools.backends import make_backend
 from training.batch_groups import select_groups, variance_groups

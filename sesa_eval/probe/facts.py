@@ -7,17 +7,15 @@ article, the cut every search result is shown at ("the start of the summary" in 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from sesa_graph.config import SolverConfig
-from sesa_graph.heldout import is_held_out, name_index, opening_names
+from sesa_graph.corpus.articles import Article, all_articles
+from sesa_graph.corpus.facts import first_clause, nationality
+from sesa_graph.corpus.heldout import is_held_out, name_index, opening_names
 from sesa_graph.scoring import contains_answer, normalize_answer
-from tools.assets import embedded_corpus_file
-from training.warmup.corpus import Article
-from training.warmup.facts import first_clause, nationality
 
 DOC_CHARS = SolverConfig().doc_chars
 
@@ -45,22 +43,6 @@ class Facts:
     @property
     def title(self) -> str:
         return self.article.title
-
-
-@lru_cache(maxsize=1)
-def all_articles() -> tuple[Article, ...]:
-    """Every embedded-corpus article, held out or not, sorted by title."""
-    with open(embedded_corpus_file(), encoding="utf-8") as f:
-        raw = json.load(f)
-    return tuple(
-        Article(
-            t,
-            raw[t].get("extract") or "",
-            (raw[t].get("description") or "").strip(),
-            raw[t].get("topic") or "",
-        )
-        for t in sorted(raw)
-    )
 
 
 def readable(a: Article, answer: str) -> bool:
@@ -227,7 +209,7 @@ def specific_description(a: Article, counts: dict[str, int]) -> str | None:
 
 
 def named_in(a: Article) -> list[str]:
-    """Titles of the corpus articles ``a``'s opening names (``sesa_graph.heldout.opening_names``)."""
+    """Titles of the corpus articles ``a``'s opening names (``sesa_graph.corpus.heldout.opening_names``)."""
     return opening_names(a.title, a.text, _index())
 
 

@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from sesa_eval.probe.facts import Facts, all_articles, description_counts, noun_of, specific_description
+from sesa_eval.probe.facts import Facts, description_counts, noun_of, specific_description
 from sesa_eval.probe.names import WORK_KINDS, aliases, mentions, says_kind, senses
-from sesa_graph.heldout import is_held_out
+from sesa_graph.corpus.articles import all_articles
+from sesa_graph.corpus.facts import first_clause, nationality
+from sesa_graph.corpus.heldout import is_held_out
 from sesa_graph.scoring import contains_answer
-from training.warmup.facts import first_clause, nationality
 
 _PEOPLE = {
     "person",

@@ -1,6 +1,6 @@
 """Generate the probe set: ``python -m sesa_eval.probe.generate --out sesa_eval/data/probe-v1.jsonl``.
 
-Questions over held-out articles only (``sesa_graph.heldout``), 1-3 hops, each answer readable in the
+Questions over held-out articles only (``sesa_graph.corpus.heldout``), 1-3 hops, each answer readable in the
 answer-bearing article's first ``DOC_CHARS`` characters. Deterministic: the same corpus and split give
 the same file, byte for byte. "The start of the summary" in a question is that cut.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from sesa_eval.probe import GENERATOR
 from sesa_eval.probe.facts import Facts, corpus_facts, held_out_facts, readable
-from sesa_graph.heldout import SPLIT_VERSION, is_held_out
+from sesa_graph.corpus.heldout import SPLIT_VERSION, is_held_out
 from sesa_graph.scoring import contains_answer, normalize_answer
 
 # form -> (hops, seen, the warm-up kinds it overlaps)

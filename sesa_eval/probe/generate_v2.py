@@ -39,9 +39,9 @@ from sesa_eval.probe.generate import (
 )
 from sesa_eval.probe.names import senses
 from sesa_eval.resample import connected
-from sesa_graph.heldout import SPLIT_VERSION, is_held_out
+from sesa_graph.corpus.facts import creator, year_event
+from sesa_graph.corpus.heldout import SPLIT_VERSION, is_held_out
 from sesa_graph.scoring import contains_answer, normalize_answer
-from training.warmup.facts import creator, year_event
 
 # form -> (hops, seen by the warm-up, layout-bound)
 FORMS: dict[str, tuple[int, bool, bool]] = {

@@ -1,7 +1,7 @@
 """Probe v2's reading of names: which corpus articles an article's visible opening names, every sense a
 name can have, and the other names a gold answer goes by.
 
-v1 found names with ``sesa_graph.heldout``'s span, which the split must keep (changing it is a new split):
+v1 found names with ``sesa_graph.corpus.heldout``'s span, which the split must keep (changing it is a new split):
 that span joins "Israel and Lebanon" and "Tonga. The" into one name, so the link it misses left questions
 with a second valid answer. Here a name never crosses "and" or a sentence end (a dot ends a word unless a
 letter follows it, as in "U.S."), and every candidate an opening holds is kept, so a question can be
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sesa_graph.heldout import article_name
+from sesa_graph.corpus.articles import Article, all_articles
+from sesa_graph.corpus.heldout import article_name
 from sesa_graph.scoring import normalize_answer
-from training.warmup.corpus import Article
 
 _WORD = r"[A-Z](?:[\w'’-]|\.(?=\w))*"
 _CONNECT = r"(?:of|the|de|da|von|van|del|al|el|bin|du|di|la|le)"
@@ -65,8 +65,6 @@ def mentions(text: str, cut: int) -> list[Mention]:
 
 @lru_cache(maxsize=1)
 def _all_senses() -> dict[str, tuple[str, ...]]:
-    from sesa_eval.probe.facts import all_articles
-
     return sense_index(a.title for a in all_articles())
 
 

@@ -4,13 +4,14 @@ import json
 
 import pytest
 
-import training.warmup.corpus as warm_corpus
+import sesa_graph.corpus.articles as corpus_articles
 from sesa_eval.datasets import PROBE_FILE, check_probe_split, hygiene_report, load_dataset
 from sesa_eval.probe import GENERATOR
-from sesa_eval.probe.facts import DOC_CHARS, all_articles
+from sesa_eval.probe.facts import DOC_CHARS
 from sesa_eval.probe.generate import FORMS, render, rows
-from sesa_graph import targets
-from sesa_graph.heldout import SPLIT_VERSION, compute_split, held_out_titles, is_held_out
+from sesa_graph.corpus import targets
+from sesa_graph.corpus.articles import all_articles, load_articles
+from sesa_graph.corpus.heldout import SPLIT_VERSION, compute_split, held_out_titles, is_held_out
 from sesa_graph.scoring import contains_answer
 from tools.corpus import load_embedded_corpus
 
@@ -40,14 +41,14 @@ def test_target_pool_never_draws_a_held_out_article():
 
 
 def test_warmup_articles_leave_held_out_ones_out():
-    titles = {a.title for a in warm_corpus.load_articles()}
+    titles = {a.title for a in load_articles()}
     assert len(titles) > 8000 and not titles & held_out_titles()
 
 
 def test_every_warmup_kind_draws_from_the_warmup_articles(monkeypatch):
     from training.warmup import synth
 
-    sample = warm_corpus.load_articles()[::25]
+    sample = load_articles()[::25]
     monkeypatch.setattr(synth, "load_articles", lambda: list(sample))
     s = synth.Synthesizer(search=None)
     allowed = {a.title for a in sample}
@@ -104,10 +105,10 @@ def test_hygiene_fails_loudly_when_the_pool_exclusion_is_broken(monkeypatch, cap
 
 
 def test_hygiene_fails_when_the_warmup_exclusion_is_broken(monkeypatch):
-    monkeypatch.setattr(warm_corpus, "is_held_out", lambda title: False)
-    warm_corpus._articles.cache_clear()
+    monkeypatch.setattr(corpus_articles, "is_held_out", lambda title: False)
+    corpus_articles._training_articles.cache_clear()
     try:
         sec = check_probe_split(load_dataset("probe", limit=5))
     finally:
-        warm_corpus._articles.cache_clear()
+        corpus_articles._training_articles.cache_clear()
     assert sec.normalized == 5 and all("warm-up" in h.match for h in sec.hits)

@@ -16,11 +16,11 @@ from sesa_eval.datasets import (
 )
 from sesa_eval.probe import GENERATOR_V2
 from sesa_eval.probe.audit import audit
-from sesa_eval.probe.facts import all_articles
 from sesa_eval.probe.generate import render
 from sesa_eval.probe.generate_v2 import FORMS, default_doc_chars, rows
 from sesa_eval.probe.names import mentions
-from sesa_graph.heldout import SPLIT_VERSION, is_held_out
+from sesa_graph.corpus.articles import all_articles
+from sesa_graph.corpus.heldout import SPLIT_VERSION, is_held_out
 from sesa_graph.scoring import contains_answer
 
 FILE = PROBE_FILES["probe-v2"]
@@ -94,7 +94,7 @@ def test_hygiene_checks_the_split_for_v2():
 
 
 def test_a_probe_eval_refuses_a_warm_model_built_before_the_split(tmp_path, monkeypatch):
-    from training.warmup import sft
+    from sesa_graph import warm_model as sft
 
     warm = tmp_path / "warm"
     warm.mkdir()

@@ -101,7 +101,7 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
 
 
 def _pool(tmp: Path) -> Path:
-    from sesa_graph.target_build import build_pool, write_pool
+    from sesa_graph.corpus.target_build import build_pool, write_pool
 
     write_pool(build_pool(Path(__file__).parent / "smoke_qa.jsonl"), tmp / "pool.jsonl")
     return tmp / "pool.jsonl"

@@ -14,14 +14,14 @@ import random
 import re
 from functools import lru_cache
 
+from sesa_graph.corpus.articles import Article
+from sesa_graph.corpus.facts import clue
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.distiller import build_messages, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key
 from sesa_graph.memory.skill import load_seeds
 from sesa_graph.memory.skill_checks import check_candidate
-from training.warmup.corpus import Article
 from training.warmup.examples import WarmupExample
-from training.warmup.facts import clue
 from training.warmup.synth import Synthesizer
 
 # ------------------------------------------------------------------------------------------ the grammar

@@ -5,10 +5,10 @@ use."""
 from __future__ import annotations
 
 from graphs.propose import proposer_messages
+from sesa_graph.corpus.articles import Article
+from sesa_graph.corpus.facts import _clip_words, _mentions, _question_word
 from sesa_graph.rollout.proposal_checks import static_checks
-from training.warmup.corpus import Article
 from training.warmup.examples import Miss, WarmupExample
-from training.warmup.facts import _clip_words, _mentions, _question_word
 
 
 class ProposerKinds:

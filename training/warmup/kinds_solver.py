@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import re
 
-from training.warmup.corpus import Article
+from sesa_graph.corpus.articles import Article
+from sesa_graph.corpus.facts import (
+    _clip_words,
+    _lower_first,
+    _mentions,
+    _question_word,
+    _words,
+    clue,
+    misspell,
+)
 from training.warmup.examples import Miss, WarmupExample
-from training.warmup.facts import _clip_words, _lower_first, _mentions, _question_word, _words, clue, misspell
 
 
 class SolverKinds:

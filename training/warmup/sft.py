@@ -32,7 +32,6 @@ import copy
 import json
 import logging
 import os
-import re
 import shutil
 import time
 from collections import Counter
@@ -44,14 +43,13 @@ from typing import Any
 
 from filelock import FileLock
 
+from sesa_graph.corpus.heldout import SPLIT_VERSION
 from sesa_graph.embedded import EMBEDDED, resolve_policy_model
-from sesa_graph.heldout import SPLIT_VERSION
 from sesa_graph.precision import resolve_compute_dtype
-from tools.assets import sesa_home
+from sesa_graph.warm_model import COMPLETE, SUMMARY, is_complete, is_current, warm_dir
 
 log = logging.getLogger(__name__)
 
-EMBEDDED_WARM_DIRNAME = "smollm2-135m-warm"  # what resolve_policy_model("embedded-warm") reads
 DEFAULT_EXAMPLES = 56
 DEFAULT_EPOCHS = 1.0
 DEFAULT_LR = 2e-4
@@ -59,38 +57,6 @@ DEFAULT_GRAD_ACCUM = 4
 # The embedded policy is also the default distiller; without examples of the skill JSON it never writes a
 # parseable skill, so no consolidation of the CPU default could ever admit one.
 DEFAULT_DISTILLER_EXAMPLES = 16
-COMPLETE = ".complete"
-SUMMARY = "warmup.json"
-
-
-def warm_dir(model: str = EMBEDDED) -> Path:
-    """Where the warmed copy of ``model`` lives: ``$SESA_HOME/models/<name>-warm``.
-
-    ``"embedded"`` -> ``smollm2-135m-warm``; ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` ->
-    ``smollm2-360m-instruct-warm``; a local directory ``/x/my-model/`` -> ``my-model-warm``.
-    """
-    if model == EMBEDDED:
-        return sesa_home() / "models" / EMBEDDED_WARM_DIRNAME
-    if model == "embedded-warm":
-        raise ValueError("'embedded-warm' is already warmed; warm up 'embedded' (or name a base model)")
-    name = Path(model.rstrip("/\\")).name or model
-    name = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-.") or "model"
-    return sesa_home() / "models" / f"{name}-warm"
-
-
-def is_complete(path: Path) -> bool:
-    return (path / COMPLETE).exists()
-
-
-def is_current(path: Path) -> bool:
-    """Complete and built with today's held-out split: an older warm model has seen the probe set's articles."""
-    try:
-        return (
-            is_complete(path)
-            and json.loads((path / SUMMARY).read_text()).get("heldout_split") == SPLIT_VERSION
-        )
-    except (OSError, ValueError):
-        return False
 
 
 def auto_threads() -> int:

@@ -43,11 +43,8 @@ from typing import Any
 
 from graphs.solve import solver_messages
 from sesa_graph.config import ProposerConfig, SolverConfig
-from tools.backends import SearchBackend
-from tools.corpus import Doc
-from training.warmup.corpus import Article, load_articles
-from training.warmup.examples import Miss, Part, Role, WarmupExample, observation, turn_text
-from training.warmup.facts import (
+from sesa_graph.corpus.articles import Article, load_articles
+from sesa_graph.corpus.facts import (
     _mentions,
     clue,
     creator,
@@ -57,6 +54,9 @@ from training.warmup.facts import (
     nationality,
     year_event,
 )
+from tools.backends import SearchBackend
+from tools.corpus import Doc
+from training.warmup.examples import Miss, Part, Role, WarmupExample, observation, turn_text
 from training.warmup.kinds_proposer import ProposerKinds
 from training.warmup.kinds_solver import SolverKinds
 

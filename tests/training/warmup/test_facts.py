@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from training.warmup.corpus import Article
-from training.warmup.facts import clue, first_clause
+from sesa_graph.corpus.articles import Article
+from sesa_graph.corpus.facts import clue, first_clause
 
 
 def test_clause_and_clue_parsing():

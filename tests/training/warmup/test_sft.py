@@ -11,7 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from training.warmup.sft import EMBEDDED_WARM_DIRNAME, is_complete, run_warmup, warm_dir
+from sesa_graph.warm_model import EMBEDDED_WARM_DIRNAME, is_complete, warm_dir
+from training.warmup.sft import run_warmup
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_a_complete_dir_is_reused_without_training(home):
     out = warm_dir("embedded")
     out.mkdir(parents=True)
     (out / ".complete").write_text("embedded\n")
-    from sesa_graph.heldout import SPLIT_VERSION
+    from sesa_graph.corpus.heldout import SPLIT_VERSION
 
     (out / "warmup.json").write_text(json.dumps({"base_model": "embedded", "heldout_split": SPLIT_VERSION}))
     assert run_warmup("embedded", examples=3) == out  # nothing is loaded or trained
@@ -121,7 +122,7 @@ def test_any_small_model_by_path(home, tmp_path):
 
 def test_a_warm_model_built_before_the_heldout_split_is_rebuilt(home, monkeypatch):
     """An older warm-up trained on the probe set's articles: it is rebuilt, a current one is reused."""
-    from sesa_graph.heldout import SPLIT_VERSION
+    from sesa_graph.corpus.heldout import SPLIT_VERSION
     from training.warmup import sft
 
     built = []

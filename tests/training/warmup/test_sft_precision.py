@@ -45,7 +45,7 @@ def test_run_warmup_passes_the_switch_and_records_it(tmp_path, monkeypatch):
 
 def test_is_current_ignores_the_compute_dtype(tmp_path):
     """A warm model built before the switch (no compute_dtype in warmup.json) or with the other dtype is reused."""
-    from sesa_graph.heldout import SPLIT_VERSION
+    from sesa_graph.corpus.heldout import SPLIT_VERSION
 
     for i, extra in enumerate(({}, {"compute_dtype": "float32"}, {"compute_dtype": "bfloat16"})):
         d = tmp_path / str(i)

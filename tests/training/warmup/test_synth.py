@@ -16,12 +16,12 @@ from graphs.propose import proposer_messages
 from graphs.solve import solver_messages
 from sesa_graph import prompts, protocol
 from sesa_graph.config import ProposerConfig, SolverConfig
+from sesa_graph.corpus.articles import Article
 from sesa_graph.rollout.loop import RolloutContext, initial_state, run_search, solver_spec
 from sesa_graph.rollout.proposal_checks import static_checks
 from sesa_graph.scoring import contains_answer, normalize_answer
 from tools.bm25 import BM25Backend
 from tools.corpus import Doc
-from training.warmup.corpus import Article
 from training.warmup.examples import observation
 from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer, allocate
 from training.warmup.tokens import encode_example, end_of_turn_id, prompt_ids, text_ids

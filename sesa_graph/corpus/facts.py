@@ -7,8 +7,8 @@ import random
 import re
 from dataclasses import dataclass
 
+from sesa_graph.corpus.articles import Article
 from sesa_graph.scoring import contains_answer, normalize_answer
-from training.warmup.corpus import Article
 
 # "X (is|was) (a|an|the) <predicate>" at the start of the text, an optional appositive after the subject.
 _CLAUSE = re.compile(

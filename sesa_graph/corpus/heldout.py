@@ -16,8 +16,8 @@ search result is shown at) is exactly the title of another article, one no other
 About 12% of the embedded corpus is held out (1,244 of 10,033 articles). Changing a salt, a share or
 the rule is a new version: every probe set, warm model and run made under the old one must be rebuilt.
 
-Who honours it: ``sesa_graph.targets.build_embedded_pool`` (the self-play target pool),
-``training.warmup.corpus.load_articles`` (every article the warm-up builds an example from) and the
+Who honours it: ``sesa_graph.corpus.targets.build_embedded_pool`` (the self-play target pool),
+``sesa_graph.corpus.articles.load_articles`` (every article the warm-up builds an example from) and the
 probe generator ``sesa_eval.probe`` (held-out articles only); ``sesa_eval.datasets``'s hygiene check
 verifies all three for the probe questions it evaluates. A title not in the list (another corpus) is
 not held out.
@@ -37,7 +37,7 @@ SEED_PER_MILLE = 25
 HUB_LINKS = 30
 OPENING_CHARS = 400
 
-SPLIT_FILE = Path(__file__).parent / "data" / f"{SPLIT_VERSION}.txt"
+SPLIT_FILE = Path(__file__).parents[1] / "data" / f"{SPLIT_VERSION}.txt"
 
 _PAREN_TAIL = re.compile(r"\s*\([^()]*\)$")
 # a run of capitalized words, with the small words names carry ("Bay of Bengal", "Leonardo da Vinci")
@@ -104,7 +104,7 @@ def is_held_out(title: str) -> bool:
 
 
 def write_split() -> Path:
-    """Write the frozen list from the embedded corpus (``python -m sesa_graph.heldout``)."""
+    """Write the frozen list from the embedded corpus (``python -m sesa_graph.corpus.heldout``)."""
     from tools.corpus import load_embedded_corpus
 
     titles = compute_split((d.title, d.text) for d in load_embedded_corpus())

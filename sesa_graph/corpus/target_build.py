@@ -1,4 +1,4 @@
-"""Build a target pool (:data:`sesa_graph.targets.POOL_FORMAT`) from a question/answer file, for a run that
+"""Build a target pool (:data:`sesa_graph.corpus.targets.POOL_FORMAT`) from a question/answer file, for a run that
 does not use SSP's released pool.
 
 Input rows are NQ/HotpotQA-style JSON objects: a ``question`` and an answer under ``answer``, ``answers`` or
@@ -17,7 +17,7 @@ import random
 import re
 from pathlib import Path
 
-from sesa_graph.targets import MAX_HOPS, MAX_POOL_BYTES
+from sesa_graph.corpus.targets import MAX_HOPS, MAX_POOL_BYTES
 from tools.errors import UserError
 from tools.inputs import read_bytes_bounded
 

@@ -4,7 +4,7 @@ Two sources: a pool file in SSP's answer-pool format (:data:`POOL_FORMAT`: each 
 hop count and example questions; SSP's released ~50k-row pool, or one `sesa targets build` makes from a
 question/answer file), which the GPU configs name; and, for CPU runs, a pool built from the embedded corpus --
 article titles as targets with hop counts cycling 1..3 -- never from benchmark questions, so evaluation stays
-clean, and never a held-out article (``sesa_graph.heldout``), which the probe set keeps for itself. Targets
+clean, and never a held-out article (``sesa_graph.corpus.heldout``), which the probe set keeps for itself. Targets
 are drawn in epochs (:func:`sample_targets`), a pure function of (seed, step): a resumed run draws the same.
 """
 
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sesa_graph.heldout import is_held_out
+from sesa_graph.corpus.heldout import is_held_out
 from tools.corpus import load_corpus
 from tools.errors import UserError
 from tools.inputs import read_bytes_bounded

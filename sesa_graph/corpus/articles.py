@@ -1,17 +1,16 @@
-"""The embedded corpus the warm-up writes its examples from, with each article's Wikidata description
-and topic; held-out articles (``sesa_graph.heldout``) are left out, so no example is built from one."""
+"""The embedded corpus's articles, each with its Wikidata description and topic: every article
+(:func:`all_articles`, what the probe generator asks about and checks ambiguity against) and the ones
+training may use (:func:`load_articles`, held-out articles (:mod:`sesa_graph.corpus.heldout`) left out, so
+no warm-up example or bootstrap question is built from one)."""
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sesa_graph.heldout import is_held_out
+from sesa_graph.corpus.heldout import article_name, is_held_out
 from tools.assets import embedded_corpus_file
-
-_PAREN_TAIL = re.compile(r"\s*\([^()]*\)$")
 
 
 @dataclass(frozen=True)
@@ -26,11 +25,12 @@ class Article:
     @property
     def name(self) -> str:
         """The title without a trailing disambiguation: ``Shock (circulatory)`` -> ``Shock``."""
-        return _PAREN_TAIL.sub("", self.title).strip() or self.title
+        return article_name(self.title)
 
 
 @lru_cache(maxsize=1)
-def _articles() -> tuple[Article, ...]:
+def all_articles() -> tuple[Article, ...]:
+    """Every embedded-corpus article, held out or not, sorted by title."""
     with open(embedded_corpus_file(), encoding="utf-8") as f:
         raw = json.load(f)
     return tuple(
@@ -41,8 +41,12 @@ def _articles() -> tuple[Article, ...]:
             raw[title].get("topic") or "",
         )
         for title in sorted(raw)
-        if not is_held_out(title)
     )
+
+
+@lru_cache(maxsize=1)
+def _training_articles() -> tuple[Article, ...]:
+    return tuple(a for a in all_articles() if not is_held_out(a.title))
 
 
 def load_articles() -> list[Article]:
@@ -50,4 +54,4 @@ def load_articles() -> list[Article]:
     held-out articles) with the Wikidata description and topic of each article. Every article an example
     names -- its answer, a bridge, a comparison partner, a deliberately missed one -- comes from this list
     (``Synthesizer.articles``/``by_name``), so the exclusion here covers every kind."""
-    return list(_articles())
+    return list(_training_articles())
