@@ -162,12 +162,35 @@ Predicted answer: {prediction}
 Reply with one word: Correct or Wrong."""
 
 
+# Worked verdicts shown before every judgment, as earlier turns of the conversation: without them a 0.5B
+# judge called all 98 exact-match misses of benchmarks/data/judge_pairs.jsonl "Correct" (precision 0.38);
+# with them it tells a related or nearby answer from the same one. None of them is in that labelled set.
+JUDGE_EXAMPLES: tuple[tuple[str, str, str, str], ...] = (
+    ("Who wrote the novel Nineteen Eighty-Four?", "George Orwell", "Orwell", "Correct"),
+    ("In which year did the Berlin Wall fall?", "1989", "1991", "Wrong"),
+    ("Which planet is known as the Red Planet?", "Mars", "the planet Mars", "Correct"),
+    ("Who composed the opera The Magic Flute?", "Wolfgang Amadeus Mozart", "Ludwig van Beethoven", "Wrong"),
+    ("What is the capital of Canada?", "Ottawa", "Canada", "Wrong"),
+)
+
+
 def render_judge_prompt(question: str, golds: Sequence[str], prediction: str) -> str:
     return JUDGE_PROMPT.format(
         question=escape(question),
         gold_answers="; ".join(escape(g) for g in golds),
         prediction=escape(prediction),
     )
+
+
+def judge_messages(question: str, golds: Sequence[str], prediction: str) -> list[dict[str, str]]:
+    """The judge's whole conversation: its system turn, the worked examples, then the item to judge. Every
+    item shares the prefix up to its own turn, so a local judge prefills the examples once (its KV cache)."""
+    turns = [{"role": "system", "content": JUDGE_SYSTEM}]
+    for q, gold, pred, verdict in JUDGE_EXAMPLES:
+        turns.append({"role": "user", "content": render_judge_prompt(q, [gold], pred)})
+        turns.append({"role": "assistant", "content": verdict})
+    turns.append({"role": "user", "content": render_judge_prompt(question, golds, prediction)})
+    return turns
 
 
 # --- Distiller (skill memory) ---

@@ -1,7 +1,8 @@
 """The judge: is a predicted answer correct?
 
 Normalized exact match first (cheap, and a hit is never overruled); on a miss, an LLM semantic match
-with ``prompts.JUDGE_PROMPT`` (greedy, a few tokens, reply "Correct" or "Wrong"). The LLM is either our
+with ``prompts.judge_messages`` (worked examples, then the item; greedy, a few tokens, reply "Correct" or
+"Wrong"; a repeated item is asked once). The LLM is either our
 ``PolicyClient`` (all pending items in one ``generate`` call, so the local policy micro-batches them) or
 anything with a langchain-style ``ainvoke(messages)`` -- a langchain-core chat model (configure it for
 greedy decoding and a small ``max_tokens`` yourself, e.g. ``ChatOpenAI(temperature=0, max_tokens=16)``) or
@@ -21,11 +22,11 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict
 
 from sesa_graph.policy.base import GenerationRequest, PolicyClient, SamplingParams
-from sesa_graph.prompts import JUDGE_SYSTEM, render_judge_prompt
+from sesa_graph.prompts import judge_messages
 from sesa_graph.scoring import exact_match, f1_score
 from tools.errors import ServiceError
 
@@ -145,13 +146,15 @@ class Judge:
                 verdicts.append(None)
                 pending.append(i)
         if pending:
-            prompts = [
-                render_judge_prompt(items[i].question, items[i].golds, items[i].prediction or "")
-                for i in pending
-            ]
+            # A group often repeats one wrong answer: each distinct (question, prediction, golds) is asked once.
+            asked: dict[tuple, int] = {}
+            for i in pending:
+                asked.setdefault(_item_key(items[i]), len(asked))
+            conversations = [judge_messages(q, list(g), p) for q, p, g in asked]
             self.llm_count += len(pending)
-            replies = await self._ask(prompts)
-            self._count_failures(replies)
+            distinct = await self._ask(conversations)
+            self._count_failures(distinct)
+            replies = [distinct[asked[_item_key(items[i])]] for i in pending]
             for i, reply in zip(pending, replies, strict=True):
                 it = items[i]
                 f1 = f1_score(it.prediction, it.golds)
@@ -204,27 +207,24 @@ class Judge:
             return f"no reply within judge.timeout_s={self.timeout_s:g}s"
         return f"{type(exc).__name__}: {exc}"
 
-    async def _ask(self, prompts: list[str]) -> list[str | BaseException]:
-        """One reply per prompt; the exception where the judge failed."""
+    async def _ask(self, conversations: list[list[dict[str, str]]]) -> list[str | BaseException]:
+        """One reply per conversation; the exception where the judge failed."""
         if _is_policy(self.model):
-            return await self._ask_policy(self.model, prompts)
-        return await self._ask_chat(self.model, prompts)
+            return await self._ask_policy(self.model, conversations)
+        return await self._ask_chat(self.model, conversations)
 
-    async def _ask_policy(self, policy: Any, prompts: list[str]) -> list[str | BaseException]:
+    async def _ask_policy(
+        self, policy: Any, conversations: list[list[dict[str, str]]]
+    ) -> list[str | BaseException]:
         sampling = SamplingParams(max_tokens=self.max_tokens, temperature=0.0)
-        requests = [
-            GenerationRequest(
-                messages=[{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": p}],
-                sampling=sampling,
-            )
-            for p in prompts
-        ]
+        requests = [GenerationRequest(messages=m, sampling=sampling) for m in conversations]
         try:
             results = await asyncio.wait_for(policy.generate(requests), self.timeout_s)
         except Exception as exc:  # noqa: BLE001 -- any judge failure is a counted fallback, not a crashed step
-            return [exc] * len(prompts)
-        if len(results) != len(prompts):
-            return [RuntimeError(f"{len(results)} replies to {len(prompts)} prompts")] * len(prompts)
+            return [exc] * len(conversations)
+        if len(results) != len(conversations):
+            n = len(conversations)
+            return [RuntimeError(f"{len(results)} replies to {n} prompts")] * n
         tokenizer = getattr(policy, "tokenizer", None)
         # the template's own <think> is in the prompt, not the reply: put it back so parsing sees it open
         return [
@@ -236,20 +236,31 @@ class Judge:
             for r in results
         ]
 
-    async def _ask_chat(self, model: Any, prompts: list[str]) -> list[str | BaseException]:
+    async def _ask_chat(
+        self, model: Any, conversations: list[list[dict[str, str]]]
+    ) -> list[str | BaseException]:
         gate = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(prompt: str) -> str | BaseException:
+        async def one(turns: list[dict[str, str]]) -> str | BaseException:
             async with gate:
                 try:
-                    msg = await asyncio.wait_for(
-                        model.ainvoke([SystemMessage(JUDGE_SYSTEM), HumanMessage(prompt)]), self.timeout_s
-                    )
+                    msg = await asyncio.wait_for(model.ainvoke(_chat_messages(turns)), self.timeout_s)
                     return _reply_text(msg)
                 except Exception as exc:  # noqa: BLE001 -- see _ask_policy
                     return exc
 
-        return list(await asyncio.gather(*(one(p) for p in prompts)))
+        return list(await asyncio.gather(*(one(c) for c in conversations)))
+
+
+_CHAT_TYPES = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+
+
+def _chat_messages(turns: list[dict[str, str]]) -> list[Any]:
+    return [_CHAT_TYPES[t["role"]](t["content"]) for t in turns]
+
+
+def _item_key(item: JudgeItem) -> tuple[str, str, tuple[str, ...]]:
+    return (item.question, item.prediction or "", tuple(item.golds))
 
 
 def _reply_text(msg: Any) -> str:

@@ -7,6 +7,7 @@ from langchain_core.language_models import BaseChatModel, FakeListChatModel, Gen
 from langchain_core.messages import AIMessage
 
 from sesa_graph.policy.base import GenerationRequest, GenerationResult, PolicyClient
+from sesa_graph.prompts import JUDGE_EXAMPLES
 from sesa_graph.rollout.judge import Judge, JudgeItem, Verdict, parse_judgment
 
 
@@ -109,10 +110,24 @@ async def test_policy_judge_batches_and_parses():
     assert len(policy.calls) == 1 and len(policy.calls[0]) == 3
     req = policy.calls[0][0]
     assert req.sampling.temperature == 0.0 and req.sampling.max_tokens == 8
-    assert [m["role"] for m in req.messages] == ["system", "user"]  # an explicit system turn
-    content = req.messages[1]["content"]
+    roles = [m["role"] for m in req.messages]  # an explicit system turn, the worked examples, the item
+    assert roles == ["system", *["user", "assistant"] * len(JUDGE_EXAMPLES), "user"]
+    content = req.messages[-1]["content"]
     assert "Who composed Salome?" in content and "Richard Strauss" in content and "R. Strauss" in content
     assert judge.llm_count == 3 and judge.unavailable_count == 0
+
+
+async def test_a_repeated_item_is_asked_once():
+    """A group often gives one wrong answer five times: the judge asks once and every copy gets the verdict."""
+    policy = ScriptedPolicy(["Wrong", "Correct"])
+    judge = Judge(policy)
+    same = ("Capital of Italy?", "Milan", ["Rome"])
+    verdicts = await judge.judge_many(
+        [same, same, ("Who composed Salome?", "R. Strauss", ["Richard Strauss"]), same]
+    )
+    assert len(policy.calls[0]) == 2
+    assert [v.correct for v in verdicts] == [False, False, True, False]
+    assert judge.llm_count == 4  # judgments, not calls
 
 
 async def test_reply_without_verdict_is_unavailable_not_wrong():
@@ -225,4 +240,5 @@ async def test_any_ainvoke_model_judges():
     judge = Judge(model)
     v = await judge.judge("q", "Milan", ["Rome"])
     assert v.method == "judge_unavailable" and judge.unavailable_count == 1  # an empty reply: no verdict
-    assert model.seen[0][0].type == "system" and "Milan" in model.seen[0][1].content
+    assert model.seen[0][0].type == "system" and "Milan" in model.seen[0][-1].content
+    assert [m.type for m in model.seen[0][1:3]] == ["human", "ai"]  # the worked examples as earlier turns

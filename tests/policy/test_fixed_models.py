@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from fastapi import FastAPI, Request
 
+from sesa_graph import prompts
 from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.model_config import EndpointConfig, PolicyConfig
 from sesa_graph.policy import factory
@@ -153,8 +154,10 @@ def test_chat_endpoint_passes_the_template_kwargs_and_judges():
     body = seen[0]
     assert body["model"] == "judge-m" and body["max_tokens"] == 16 and body["temperature"] == 0.0
     assert body["chat_template_kwargs"] == {"enable_thinking": False}  # extra_body lands in the body
-    assert [m["role"] for m in body["messages"]] == ["system", "user"]  # an explicit system turn
-    assert "R. Strauss" in body["messages"][1]["content"]
+    roles = [m["role"] for m in body["messages"]]
+    assert roles[0] == "system" and roles[-1] == "user"  # an explicit system turn, the item last
+    assert roles[1:-1] == ["user", "assistant"] * len(prompts.JUDGE_EXAMPLES)  # the worked examples between
+    assert "R. Strauss" in body["messages"][-1]["content"]
     assert reply.text == reply.content == "Correct" and "chat_template_kwargs" not in seen[1]
 
 
