@@ -74,21 +74,21 @@ _GENERIC_HEADS = {"of", "in", "and", "the", "a", "an", "by", "for", "to", "on", 
 # --------------------------------------------------------------------------- text helpers
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
     return text.split()
 
 
-def _clip_words(text: str, n: int) -> str:
-    return " ".join(_words(text)[:n])
+def clip_words(text: str, n: int) -> str:
+    return " ".join(words(text)[:n])
 
 
-def _lower_first(text: str) -> str:
+def lower_first(text: str) -> str:
     if len(text) > 1 and text[0].isupper() and not text[1].isupper():
         return text[0].lower() + text[1:]
     return text
 
 
-def _mentions(text: str, phrase: str) -> bool:
+def mentions(text: str, phrase: str) -> bool:
     """Whole-word, normalized containment (``sesa_graph.scoring.contains_answer``)."""
     return bool(phrase.strip()) and contains_answer(text, [phrase])
 
@@ -126,8 +126,8 @@ def clue(predicate: str, max_words: int = 10) -> str | None:
     """A short, complete description from a predicate: cut at the first clause boundary, None when it is
     still longer than ``max_words`` or ends on a function word."""
     short = re.split(r",|;| who | which | that | whose | where ", predicate)[0].strip()
-    words = _words(short)
-    if not 2 <= len(words) <= max_words or words[-1].lower() in _FUNCTION_WORDS:
+    parts = words(short)
+    if not 2 <= len(parts) <= max_words or parts[-1].lower() in _FUNCTION_WORDS:
         return None
     return short
 
@@ -153,12 +153,12 @@ def first_clause(a: Article, doc_chars: int) -> Clause | None:
     name, subj = normalize_answer(a.name), normalize_answer(subject)
     if not subj or not (subj in name or name in subj or subj.split()[0] == name.split()[0]):
         return None
-    pred = re.split(r"[,;]| who | which | that ", pred)[0].strip() if len(_words(pred)) > 18 else pred.strip()
-    if not 2 <= len(_words(pred)) <= 18 or _words(pred)[-1].lower() in _FUNCTION_WORDS:
+    pred = re.split(r"[,;]| who | which | that ", pred)[0].strip() if len(words(pred)) > 18 else pred.strip()
+    if not 2 <= len(words(pred)) <= 18 or words(pred)[-1].lower() in _FUNCTION_WORDS:
         return None
     if re.search(r"\b[A-Z]$", pred):  # cut at an initial ("Arthur C. Clarke")
         return None
-    if _mentions(pred, a.name):
+    if mentions(pred, a.name):
         return None
     return Clause(verb, det.lower(), pred)
 
@@ -184,7 +184,7 @@ def creator(a: Article, doc_chars: int) -> tuple[str, str, str] | None:
     if not m:
         return None
     what, who = m.group(1).strip(), m.group(2).strip()
-    if not what or not _mentions(a.text[:doc_chars], who) or _mentions(who, a.name):
+    if not what or not mentions(a.text[:doc_chars], who) or mentions(who, a.name):
         return None
     head = what.lower().split()
     verb = "created"
@@ -218,9 +218,9 @@ def misspell(name: str, rng: random.Random) -> str | None:
 def description_ok(a: Article) -> bool:
     """Specific enough to ask for the article by its description alone."""
     d = a.description
-    if len(_words(d)) < 3 or _mentions(d, a.name) or "(" in d:
+    if len(words(d)) < 3 or mentions(d, a.name) or "(" in d:
         return False
-    return bool(re.search(r"\d", d) or any(w[:1].isupper() for w in _words(d)[1:]))
+    return bool(re.search(r"\d", d) or any(w[:1].isupper() for w in words(d)[1:]))
 
 
 def kind_noun(a: Article) -> str | None:
@@ -235,5 +235,5 @@ def kind_noun(a: Article) -> str | None:
     return head if re.search(rf"\b{re.escape(head)}\b", a.text[:400].lower()) else None
 
 
-def _question_word(a: Article) -> str:
+def question_word(a: Article) -> str:
     return "Who" if _is_person(a) else "What"

@@ -35,9 +35,9 @@ from sesa_graph.memory.bank_layout import (
     BankError,
     BankExistsError,
     BankNotFoundError,
-    _metadata,
-    _skill_from_metadata,
     load_state,
+    skill_from_metadata,
+    skill_metadata,
 )
 from sesa_graph.memory.bank_lock import BankLock
 from sesa_graph.memory.config import MemoryConfig
@@ -434,7 +434,7 @@ class SkillBank(BankJournal):
         self._col.upsert(
             ids=[s.id for s in skills],
             embeddings=np.asarray(embeddings, dtype=np.float32),
-            metadatas=[_metadata(s) for s in skills],
+            metadatas=[skill_metadata(s) for s in skills],
             documents=[s.embed_text() for s in skills],
         )
         for s, e in zip(skills, embeddings):
@@ -481,7 +481,7 @@ class SkillBank(BankJournal):
         try:
             got = self._col.get(include=["metadatas", "embeddings"])
             tombs = self._tombs.get(include=["metadatas", "embeddings"])
-            skills = [_skill_from_metadata(m) for m in got["metadatas"]]
+            skills = [skill_from_metadata(m) for m in got["metadatas"]]
         except Exception as exc:  # noqa: BLE001
             raise BankCorruptError(
                 f"skill bank {self.path}: cannot read its Chroma collections ({exc})"

@@ -32,14 +32,14 @@ import numpy as np
 
 from sesa_graph.fsutil import write_json_atomic, write_jsonl_atomic
 from sesa_graph.memory.bank_layout import (
-    _COUNTERS,
+    COUNTERS,
     JOURNAL,
     LIVE,
     SNAPSHOTS,
     STATE,
     BankCorruptError,
-    _metadata,
     restore_hint,
+    skill_metadata,
     snapshot_name,
 )
 from sesa_graph.memory.skill import Skill
@@ -138,7 +138,7 @@ class BankJournal:
         entry = {
             "kind": "counters",
             "version": self.version,
-            "counters": {sid: {c: getattr(s, c) for c in _COUNTERS} for sid, s in new.items()},
+            "counters": {sid: {c: getattr(s, c) for c in COUNTERS} for sid, s in new.items()},
             "before": {"skills": {sid: self._skills[sid].model_dump(mode="json") for sid in new}},
         }
         write_json_atomic(self.path / JOURNAL, entry)
@@ -149,7 +149,7 @@ class BankJournal:
         if entry.get("kind") == "counters":
             ids = [sid for sid in entry["counters"] if sid in self._skills]
             if ids:
-                metas = [{c: int(entry["counters"][sid][c]) for c in _COUNTERS} for sid in ids]
+                metas = [{c: int(entry["counters"][sid][c]) for c in COUNTERS} for sid in ids]
                 self._col.update(ids=ids, metadatas=metas)
                 for sid, m in zip(ids, metas):
                     self._skills[sid] = self._skills[sid].model_copy(update=m)
@@ -162,7 +162,7 @@ class BankJournal:
             self._col.upsert(
                 ids=[s.id for s in adds],
                 embeddings=embs,
-                metadatas=[_metadata(s) for s in adds],
+                metadatas=[skill_metadata(s) for s in adds],
                 documents=[s.embed_text() for s in adds],
             )
             for s, e in zip(adds, embs):
@@ -248,7 +248,7 @@ def _journal_problem(obj: Any, state_version: int | None) -> str | None:
     if kind == "counters":
         counters = obj.get("counters")
         if not isinstance(counters, dict) or not all(
-            isinstance(c, dict) and all(isinstance(c.get(k), int) for k in _COUNTERS)
+            isinstance(c, dict) and all(isinstance(c.get(k), int) for k in COUNTERS)
             for c in counters.values()
         ):
             return "'counters' must map skill ids to {retrieved, helpful, hurt} integers"

@@ -41,7 +41,7 @@ STATE, QUEUE, LIVE, JOURNAL, SNAPSHOTS, CHROMA, LOCK = (
     "chroma",
     "writer.lock",
 )
-_COUNTERS = ("retrieved", "helpful", "hurt")
+COUNTERS = ("retrieved", "helpful", "hurt")
 
 
 class BankError(UserError, RuntimeError):
@@ -61,10 +61,10 @@ class BankCorruptError(BankError):
 
 
 def _static_json(skill: Skill) -> str:
-    return skill.model_dump_json(exclude=set(_COUNTERS))
+    return skill.model_dump_json(exclude=set(COUNTERS))
 
 
-def _metadata(skill: Skill) -> dict[str, Any]:
+def skill_metadata(skill: Skill) -> dict[str, Any]:
     return {
         "skill": _static_json(skill),
         "retrieved": skill.retrieved,
@@ -76,8 +76,8 @@ def _metadata(skill: Skill) -> dict[str, Any]:
     }
 
 
-def _skill_from_metadata(meta: dict[str, Any]) -> Skill:
-    return Skill.model_validate({**json.loads(meta["skill"]), **{c: int(meta[c]) for c in _COUNTERS}})
+def skill_from_metadata(meta: dict[str, Any]) -> Skill:
+    return Skill.model_validate({**json.loads(meta["skill"]), **{c: int(meta[c]) for c in COUNTERS}})
 
 
 def snapshot_name(version: int) -> str:

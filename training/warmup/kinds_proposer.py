@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from graphs.propose import proposer_messages
 from sesa_graph.corpus.articles import Article
-from sesa_graph.corpus.facts import _clip_words, _mentions, _question_word
+from sesa_graph.corpus.facts import clip_words, mentions, question_word
 from sesa_graph.rollout.proposal_checks import static_checks
 from training.warmup.examples import Miss, WarmupExample
 
@@ -25,7 +25,7 @@ class ProposerKinds:
         final_think: str,
         question: str,
     ) -> WarmupExample | None:
-        if _mentions(question, a.name) or _mentions(question, a.title):
+        if mentions(question, a.name) or mentions(question, a.title):
             return None
         ex = self._build(
             "proposer",
@@ -51,7 +51,7 @@ class ProposerKinds:
 
     def propose_1(self, a: Article) -> WarmupExample | None:
         c = self.clauses[a.title]
-        question = f"{_question_word(a)} {c.verb} {c.phrase()}?"
+        question = f"{question_word(a)} {c.verb} {c.phrase()}?"
         return self._proposer(
             "propose_1",
             1,
@@ -72,8 +72,8 @@ class ProposerKinds:
             return None
         inner, pred = hidden
         cb = self.clauses[b.title]
-        question = f"{_question_word(a)} {c.verb} {c.det} {pred}?"
-        if _mentions(question, b.name):
+        question = f"{question_word(a)} {c.verb} {c.det} {pred}?"
+        if mentions(question, b.name):
             return None
         hops = self.rng.choice([2, 2, 3])
         return self._proposer(
@@ -84,7 +84,7 @@ class ProposerKinds:
                 (f"I should read about {a.name} first.", a.name, a.title),
                 (
                     (
-                        f"Doc {{prev}} says {a.name} {c.verb} {_clip_words(c.phrase(), 10)}. It mentions {b.name}; "
+                        f"Doc {{prev}} says {a.name} {c.verb} {clip_words(c.phrase(), 10)}. It mentions {b.name}; "
                         f"I will look it up to hide it behind a clue."
                     ),
                     b.name,

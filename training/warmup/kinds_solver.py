@@ -9,13 +9,13 @@ import re
 
 from sesa_graph.corpus.articles import Article
 from sesa_graph.corpus.facts import (
-    _clip_words,
-    _lower_first,
-    _mentions,
-    _question_word,
-    _words,
+    clip_words,
     clue,
+    lower_first,
+    mentions,
     misspell,
+    question_word,
+    words,
 )
 from training.warmup.examples import Miss, WarmupExample
 
@@ -26,20 +26,20 @@ class SolverKinds:
     # ---- solver kinds -------------------------------------------------------------------------------
     def title_clause(self, a: Article) -> WarmupExample | None:
         c = self.clauses[a.title]
-        question = f"{_question_word(a)} {c.verb} {c.phrase()}?"
-        query = _clip_words(c.predicate, 10)
+        question = f"{question_word(a)} {c.verb} {c.phrase()}?"
+        query = clip_words(c.predicate, 10)
         return self._solver(
             "title_clause",
             question,
             a.name,
             [
-                (f"I need to find what is described as {_clip_words(c.predicate, 8)}.", query, a.title),
+                (f"I need to find what is described as {clip_words(c.predicate, 8)}.", query, a.title),
             ],
             f"Doc {{rank}} is about {a.name}, which {c.verb} {c.phrase()}.",
         )
 
     def title_desc(self, a: Article) -> WarmupExample | None:
-        d = _lower_first(a.description)
+        d = lower_first(a.description)
         question = self.rng.choice(
             [f"What is the name of the {d}?", f"Which {d} is meant here?", f"Name the {d}."]
         )
@@ -72,9 +72,7 @@ class SolverKinds:
     def creator(self, a: Article) -> WarmupExample | None:
         what, verb, who = self.creators[a.title]
         question = (
-            f"Who {verb} {a.name}?"
-            if verb != "created"
-            else f"Who created the {_lower_first(what)} {a.name}?"
+            f"Who {verb} {a.name}?" if verb != "created" else f"Who created the {lower_first(what)} {a.name}?"
         )
         return self._solver(
             "creator",
@@ -83,7 +81,7 @@ class SolverKinds:
             [
                 (f"I need to find out about {a.name}.", a.name, a.title),
             ],
-            f"Doc {{rank}} says {a.name} is a {_lower_first(what)} by {who}.",
+            f"Doc {{rank}} says {a.name} is a {lower_first(what)} by {who}.",
         )
 
     def year(self, a: Article) -> WarmupExample | None:
@@ -135,8 +133,8 @@ class SolverKinds:
         inner, pred = hidden
         cb = self.clauses[b.title]
         short = clue(cb.predicate)
-        question = f"{_question_word(a)} {c.verb} {c.det} {pred}?"
-        if _mentions(question, a.name) or _mentions(question, b.name):
+        question = f"{question_word(a)} {c.verb} {c.det} {pred}?"
+        if mentions(question, a.name) or mentions(question, b.name):
             return None
         return self._solver(
             "bridge_title_2",
@@ -145,8 +143,8 @@ class SolverKinds:
             [
                 (f"First I need to find {inner}.", short, b.title),
                 (
-                    f"Doc {{prev}} says that is {b.name}. Now I search for {_clip_words(c.predicate, 8)}.",
-                    _clip_words(c.predicate, 12),
+                    f"Doc {{prev}} says that is {b.name}. Now I search for {clip_words(c.predicate, 8)}.",
+                    clip_words(c.predicate, 12),
                     a.title,
                 ),
             ],
@@ -211,7 +209,7 @@ class SolverKinds:
             return (
                 f"Who {verb} {name}?",
                 who,
-                f"Doc {{rank}} says {name} is a {_lower_first(what)} by {who}.",
+                f"Doc {{rank}} says {name} is a {lower_first(what)} by {who}.",
                 what,
             )
         return None
@@ -224,9 +222,9 @@ class SolverKinds:
             spelled = None
         vague = vague.strip()
         if (
-            len(_words(vague)) < 2
-            or _mentions(vague, a.name)
-            or _mentions(vague, answer)
+            len(words(vague)) < 2
+            or mentions(vague, a.name)
+            or mentions(vague, answer)
             or not self.search(vague)
             or any(d.title == a.title for d in self.search(vague))
         ):

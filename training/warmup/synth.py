@@ -45,12 +45,12 @@ from graphs.solve import solver_messages
 from sesa_graph.config import ProposerConfig, SolverConfig
 from sesa_graph.corpus.articles import Article, load_articles
 from sesa_graph.corpus.facts import (
-    _mentions,
     clue,
     creator,
     description_ok,
     first_clause,
     kind_noun,
+    mentions,
     nationality,
     year_event,
 )
@@ -323,7 +323,7 @@ class Synthesizer(SolverKinds, ProposerKinds):
             role == "solver"
             and kind != "giveup_2"
             and final.lower() not in ("yes", "no")
-            and not _mentions(seen, final)
+            and not mentions(seen, final)
         ):
             return None  # the answer must be readable in what the policy was shown
         segments.append((turn_text(final_think.replace("{rank}", str(ranks[-1])), action, final), "turn"))
