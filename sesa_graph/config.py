@@ -25,6 +25,7 @@ from sesa_graph.model_config import (
 from sesa_graph.train_config import TrainConfig, check_train_layout
 from tools.config import SearchConfig
 from tools.config_model import check_http_url
+from tools.endpoint_settings import endpoint_settings
 
 MAX_RUN_NAME = 100
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.yaml"
@@ -149,7 +150,21 @@ class ProposerConfig(Strict):
     )
 
 
-class JudgeConfig(Strict):
+class JudgeConfig(
+    Strict,
+    endpoint_settings(
+        "JudgeEndpointSettings",
+        "For kind 'openai'",
+        notes={"retries": "within timeout_s (kind 'model' uses the model's own `models:` settings)"},
+        docs={
+            "timeout_s": "The longest one judge call may take, retries included: a slower or failed call falls "
+            "back to exact match and is counted as judge_unavailable."
+        },
+        timeout_s=30.0,
+        connect_timeout_s=5.0,
+        retries=2,
+    ),
+):
     """How answers are scored: normalized exact match first, then (optionally) an LLM semantic match."""
 
     kind: Literal["none", "model", "openai", "policy"] = Field(
@@ -175,21 +190,6 @@ class JudgeConfig(Strict):
         None,
         description="Environment variable with the judge endpoint's API key; "
         "checked at start-up, an unset variable is an error.",
-    )
-    timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="The longest one judge call may take, retries included: a slower or failed call falls "
-        "back to exact match and is counted as judge_unavailable.",
-    )
-    connect_timeout_s: float = Field(
-        5.0, gt=0, description="For kind 'openai': how long one request attempt waits to connect."
-    )
-    retries: int = Field(
-        2,
-        ge=0,
-        description="For kind 'openai': retries of a request that could not connect, timed out or got HTTP "
-        "5xx/429, within timeout_s (kind 'model' uses the model's own `models:` settings).",
     )
     max_consecutive_failures: int = Field(
         20,

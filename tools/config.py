@@ -6,10 +6,25 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tools.config_model import ConfigModel, check_http_url
+from tools.config_model import check_http_url
+from tools.endpoint_settings import endpoint_settings
 
 
-class SearchConfig(ConfigModel):
+class SearchConfig(
+    endpoint_settings(
+        "SearchEndpointSettings",
+        "http backend",
+        notes={
+            "timeout_s": " (a search on a healthy server takes well under a second)",
+            "retries": "before raising SearchUnavailableError. A stuck server fails after about (retries + 1) x "
+            "timeout_s plus the backoff: ~32 s with the defaults",
+        },
+        timeout_s=10.0,
+        connect_timeout_s=3.0,
+        retries=2,
+        backoff_s=0.5,
+    )
+):
     """Which search backend to use and how; ``tools.backends.make_backend`` turns it into a backend."""
 
     backend: Literal["bm25", "dense", "http"] = Field(
@@ -34,27 +49,6 @@ class SearchConfig(ConfigModel):
         "http://127.0.0.1:8000",
         description="Base URL of the retrieval server for the http backend; the client POSTs to "
         "`{url}/retrieve`, and a URL that already ends in `/retrieve` is used as it is.",
-    )
-    timeout_s: float = Field(
-        10.0,
-        gt=0,
-        description="http backend: read timeout of one request, in seconds (a search on a healthy server "
-        "takes well under one).",
-    )
-    connect_timeout_s: float = Field(
-        3.0, gt=0, description="http backend: timeout for opening the connection, in seconds."
-    )
-    retries: int = Field(
-        2,
-        ge=0,
-        description="http backend: retries after a failed request (connection error, timeout or 5xx) "
-        "before raising SearchUnavailableError. A stuck server fails after about "
-        "(retries + 1) x timeout_s plus the backoff: ~32 s with the defaults.",
-    )
-    backoff_s: float = Field(
-        0.5,
-        ge=0,
-        description="http backend: wait before the first retry, in seconds; doubled after each retry.",
     )
     dense_model: str = Field(
         "embedded",
