@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,6 +58,56 @@ _E, _P, _S, _V, _J = (
 )
 
 
+# help of the flags that are not a config field's (or add to its doc)
+FLAG_HELP = {
+    "model": " With --base-url: the model name the endpoint serves.",
+    "base_url": "OpenAI-compatible endpoint of the solver (e.g. `vllm serve`, http://127.0.0.1:8000/v1); default: "
+    "run --model in-process.",
+    "tokenizer": "With --base-url: local tokenizer (HF id or path) when --model is not one.",
+    "engine": "vllm: start a vLLM server for --model (the default, as in training) | local: transformers "
+    "in-process.",
+    "judge": "'none' (exact match only), a model of --config's `models:` (it judges a miss), an OpenAI-compatible "
+    "endpoint URL (with --judge-model), or 'policy' (the evaluated model grades itself; warned). Default: the "
+    "run config's judge, else exact match.",
+    "config": "Run config YAML whose solver_policy, search, solver, judge and models sections are the defaults.",
+    "overwrite": "Discard the records of an earlier eval of this name.",
+}
+# flag (argument name) -> the setting it sets: an EvalSettings field, or a section's as `section.field`
+FLAG_SETTINGS = {
+    "data_dir": "data_dir",
+    "datasets": "datasets",
+    "limit": "limit",
+    "subset": "subset",
+    "bank_modes": "bank_modes",
+    "bank": "bank",
+    "top_k": "top_k",
+    "seeds": "seeds",
+    "concurrency": "concurrency",
+    "max_errors": "max_errors",
+    "target_pool": "target_pool",
+    "name": "name",
+    "out_root": "out_root",
+    "model": "policy.model",
+    "base_url": "policy.base_url",
+    "api_key_env": "policy.api_key_env",
+    "engine": "policy.backend",
+    "retries": "policy.retries",
+    "device": "policy.device",
+    "dtype": "policy.dtype",
+    "max_batch_size": "policy.max_batch_size",
+    "kv_cache_mb": "policy.kv_cache_mb",
+    "search_backend": "search.backend",
+    "corpus": "search.corpus",
+    "search_url": "search.url",
+    "dense_model": "search.dense_model",
+    "search_k": "solver.search_k",
+    "max_turns": "solver.max_turns",
+    "judge": "judge.kind",
+    "judge_model": "judge.model",
+    "judge_timeout": "judge.timeout_s",
+}
+
+
 def _h(fields: dict, name: str, extra: str = "") -> str:
     return (fields[name].description or "") + extra
 
@@ -75,34 +126,12 @@ def resolve_settings(
 
     Returns the settings and ``(setting, value, source)`` rows for printing.
     """
-    from sesa_graph.config import load_config, resolve_config
+    from sesa_graph.config import resolve_config
 
     # the run config through the resolver `sesa train` and `sesa config show` use; of its sections only what
     # the file sets is taken, the rest stays the eval's default
     base, rows = resolve_config(config) if config is not None else (None, [])
-    in_file = {key for key, _, source in rows if source.startswith("file ")}
-    src_cfg = f"config {config}"
-    sections: dict[str, dict[str, Any]] = {
-        sec: {k: v for k, v in getattr(base, field).model_dump().items() if _set_in(in_file, f"{field}.{k}")}
-        if base
-        else {}
-        for sec, field in (
-            ("policy", "solver_policy"),
-            ("search", "search"),
-            ("solver", "solver"),
-            ("judge", "judge"),
-        )
-    }
-    sources = {f"{sec}.{k}": src_cfg for sec, d in sections.items() for k in d}
-    if base is None:  # the solver loop as the model was trained: its run's config, else the default run's
-        run_cfg = _run_config_of(flags.get("policy.model"))
-        sections["solver"] = load_config(run_cfg).solver.model_dump(exclude_unset=True)
-        src = (
-            f"config {run_cfg} (the model's run)"
-            if run_cfg
-            else "config configs/tiny-cpu.yaml (the default run)"
-        )
-        sources.update({f"solver.{k}": src for k in sections["solver"]})
+    sections, sources = _config_sections(base, rows, config, flags.get("policy.model"))
     top: dict[str, Any] = {}
     for key, value in flags.items():
         if value is None:
@@ -117,19 +146,8 @@ def resolve_settings(
         sections["policy"]["backend"] = "openai"
         sources["policy.backend"] = "flag (--base-url)"
     models = dict(base.models) if base else {}
-    judge = flags.get("judge.kind")
-    if judge is not None:  # --judge none|policy|URL|a model of the config's models
-        if judge.startswith(("http://", "https://")):
-            sections["judge"].update(kind="openai", base_url=judge)
-        elif judge in ("none", "policy"):
-            sections["judge"]["kind"] = judge
-        elif judge in models:
-            sections["judge"].update(kind="model", endpoint=judge)
-        else:
-            known = f", a model of --config's models ({', '.join(sorted(models))})" if models else ""
-            raise typer.BadParameter(
-                f"--judge {judge!r}: use none, policy{known} or an http(s):// endpoint URL (with --judge-model)"
-            )
+    if flags.get("judge.kind") is not None:
+        sections["judge"].update(_judge_flag(flags["judge.kind"], models))
     judge_cfg = JudgeConfig(**sections["judge"])
     policy_cfg = PolicyConfig(**sections["policy"])
     if "name" not in top:
@@ -145,6 +163,57 @@ def resolve_settings(
     )
     if settings.judge.timeout_s != judge_cfg.timeout_s:
         sources["judge.timeout_s"] = "eval default for a local policy judge"
+    return settings, _setting_rows(settings, sources)
+
+
+def _config_sections(
+    base: Any, rows: list[tuple[str, str, str]], config: Path | None, model: str | None
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The policy, search, solver and judge settings a run config's file sets, by section, and where each
+    came from; with no config, the solver loop the model was trained with (its run's, else the default run's)."""
+    from sesa_graph.config import load_config
+
+    in_file = {key for key, _, source in rows if source.startswith("file ")}
+    sections: dict[str, dict[str, Any]] = {
+        sec: {k: v for k, v in getattr(base, field).model_dump().items() if _set_in(in_file, f"{field}.{k}")}
+        if base
+        else {}
+        for sec, field in (
+            ("policy", "solver_policy"),
+            ("search", "search"),
+            ("solver", "solver"),
+            ("judge", "judge"),
+        )
+    }
+    sources = {f"{sec}.{k}": f"config {config}" for sec, d in sections.items() for k in d}
+    if base is None:
+        run_cfg = _run_config_of(model)
+        sections["solver"] = load_config(run_cfg).solver.model_dump(exclude_unset=True)
+        src = (
+            f"config {run_cfg} (the model's run)"
+            if run_cfg
+            else "config configs/tiny-cpu.yaml (the default run)"
+        )
+        sources.update({f"solver.{k}": src for k in sections["solver"]})
+    return sections, sources
+
+
+def _judge_flag(judge: str, models: dict[str, Any]) -> dict[str, Any]:
+    """The judge settings ``--judge`` sets: none, policy, an endpoint URL or a model of the config's models."""
+    if judge.startswith(("http://", "https://")):
+        return {"kind": "openai", "base_url": judge}
+    if judge in ("none", "policy"):
+        return {"kind": judge}
+    if judge in models:
+        return {"kind": "model", "endpoint": judge}
+    known = f", a model of --config's models ({', '.join(sorted(models))})" if models else ""
+    raise typer.BadParameter(
+        f"--judge {judge!r}: use none, policy{known} or an http(s):// endpoint URL (with --judge-model)"
+    )
+
+
+def _setting_rows(settings: EvalSettings, sources: dict[str, str]) -> list[tuple[str, str, str]]:
+    """``(setting, value, source)`` for every resolved setting, sections flattened to dotted keys."""
     rows = []
     for key, value in settings.model_dump(mode="json").items():
         if isinstance(value, dict):
@@ -152,7 +221,7 @@ def resolve_settings(
                 rows.append((f"{key}.{leaf}", repr(v), sources.get(f"{key}.{leaf}", "default")))
         else:
             rows.append((key, repr(value), sources.get(key, "default")))
-    return settings, rows
+    return rows
 
 
 def _errors(exc: Any) -> str:
@@ -187,29 +256,10 @@ def eval_main(
     datasets: Annotated[str | None, typer.Option(help=_h(_E, "datasets"))] = None,
     limit: Annotated[int | None, typer.Option(help=_h(_E, "limit"))] = None,
     subset: Annotated[str | None, typer.Option(help=_h(_E, "subset"))] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help=_h(_P, "model", " With --base-url: the model name the endpoint serves.")),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            help="OpenAI-compatible endpoint of the solver (e.g. "
-            "`vllm serve`, http://127.0.0.1:8000/v1); default: run "
-            "--model in-process."
-        ),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(help="With --base-url: local tokenizer (HF id or path) when --model is not one."),
-    ] = None,
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="vllm: start a vLLM server for --model (the default, as in "
-            "training) | local: transformers in-process."
-        ),
-    ] = None,
+    model: Annotated[str | None, typer.Option(help=_h(_P, "model", FLAG_HELP["model"]))] = None,
+    base_url: Annotated[str | None, typer.Option(help=FLAG_HELP["base_url"])] = None,
+    tokenizer: Annotated[str | None, typer.Option(help=FLAG_HELP["tokenizer"])] = None,
+    engine: Annotated[str | None, typer.Option(help=FLAG_HELP["engine"])] = None,
     api_key_env: Annotated[str | None, typer.Option(help=_h(_P, "api_key_env"))] = None,
     retries: Annotated[int | None, typer.Option(help=_h(_P, "retries"))] = None,
     device: Annotated[str | None, typer.Option(help=_h(_P, "device"))] = None,
@@ -225,14 +275,7 @@ def eval_main(
     bank_modes: Annotated[str | None, typer.Option(help=_h(_E, "bank_modes"))] = None,
     bank: Annotated[Path | None, typer.Option(help=_h(_E, "bank"))] = None,
     top_k: Annotated[int | None, typer.Option(help=_h(_E, "top_k"))] = None,
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            help="'none' (exact match only), a model of --config's `models:` (it judges a miss), an "
-            "OpenAI-compatible endpoint URL (with --judge-model), or 'policy' (the evaluated model grades "
-            "itself; warned). Default: the run config's judge, else exact match."
-        ),
-    ] = None,
+    judge: Annotated[str | None, typer.Option(help=FLAG_HELP["judge"])] = None,
     judge_model: Annotated[str | None, typer.Option(help=_h(_J, "model"))] = None,
     judge_timeout: Annotated[float | None, typer.Option(help=_h(_J, "timeout_s"))] = None,
     seeds: Annotated[int | None, typer.Option(help=_h(_E, "seeds"))] = None,
@@ -241,18 +284,8 @@ def eval_main(
     target_pool: Annotated[list[str] | None, typer.Option(help=_h(_E, "target_pool"))] = None,
     name: Annotated[str | None, typer.Option(help=_h(_E, "name", " Default: from --model."))] = None,
     out_root: Annotated[Path | None, typer.Option(help=_h(_E, "out_root"))] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="Run config YAML whose solver_policy, search, solver, judge and models sections are the "
-            "defaults.",
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option(help="Discard the records of an earlier eval of this name.")
-    ] = False,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help=FLAG_HELP["config"])] = None,
+    overwrite: Annotated[bool, typer.Option(help=FLAG_HELP["overwrite"])] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
@@ -264,43 +297,8 @@ def eval_main(
     )
     from pydantic import ValidationError
 
-    from sesa_eval.harness import evaluate
-
-    flags = {
-        "data_dir": data_dir,
-        "datasets": _csv(datasets),
-        "limit": limit,
-        "subset": subset,
-        "bank_modes": _csv(bank_modes),
-        "bank": bank,
-        "top_k": top_k,
-        "seeds": seeds,
-        "concurrency": concurrency,
-        "max_errors": max_errors,
-        "target_pool": target_pool or None,
-        "name": name,
-        "out_root": out_root,
-        "policy.model": model,
-        "policy.base_url": base_url,
-        "policy.api_key_env": api_key_env,
-        "policy.backend": engine,
-        "policy.retries": retries,
-        "policy.device": device,
-        "policy.dtype": dtype,
-        "policy.max_batch_size": max_batch_size,
-        "policy.kv_cache_mb": kv_cache_mb,
-        "search.backend": search_backend,
-        "search.corpus": corpus,
-        "search.url": search_url,
-        "search.dense_model": dense_model,
-        "solver.search_k": search_k,
-        "solver.max_turns": max_turns,
-        "judge.kind": judge,
-        "judge.model": judge_model,
-        "judge.timeout_s": judge_timeout,
-    }
     try:
-        settings, rows = resolve_settings(config, flags)
+        settings, rows = resolve_settings(config, flag_settings(locals()))
     except ValidationError as exc:  # (a ConfigError, a UserError, is reported as it is)
         raise UserError(f"invalid eval settings: {_errors(exc)}") from None
     print_settings(rows)
@@ -311,13 +309,34 @@ def eval_main(
             "judges 'Correct' scores); the paper's protocol uses a fixed judge -- --judge URL --judge-model M, "
             "a model of --config's models, or none (exact match)"
         )
+    policy = None
+    if settings.policy.backend == "openai" and tokenizer:
+        from sesa_eval.harness import make_policy
+
+        policy = make_policy(settings.policy, tokenizer=tokenizer)
+    outcome = _run(settings, policy, overwrite, EvalProgress(console, enabled=progress))
+    _print_outcome(outcome)
+
+
+def flag_settings(given: dict[str, Any]) -> dict[str, Any]:
+    """The settings the flags of ``sesa eval`` set (``given``: the command's arguments by name), by key;
+    a flag not given is None, as :func:`resolve_settings` takes it."""
+    flags = {key: given[flag] for flag, key in FLAG_SETTINGS.items()}
+    for key in ("datasets", "bank_modes"):
+        flags[key] = _csv(flags[key])
+    flags["target_pool"] = flags["target_pool"] or None
+    return flags
+
+
+def _start_printer(out_dir: Path) -> Callable[[dict], None]:
+    """What the eval says once it knows its work: questions, rollouts to run, cached ones, stale ones."""
 
     def on_start(info: dict) -> None:
         n = sum(info["datasets"].values())
         console.print(
             f"{n} {'answerable ' if info['subset'] == 'answerable' else ''}questions in "
             f"{len(info['datasets'])} datasets; {info['tasks']} rollouts to run, "
-            f"{sum(info['cached'].values())} cached in {shown(settings.out_dir, None, one_line=True)}",
+            f"{sum(info['cached'].values())} cached in {shown(out_dir, None, one_line=True)}",
             markup=False,
         )
         if info["stale"]:
@@ -328,14 +347,18 @@ def eval_main(
                 "running them again[/]"
             )
 
-    bar = EvalProgress(console, enabled=progress)
-    policy = None
-    if settings.policy.backend == "openai" and tokenizer:
-        from sesa_eval.harness import make_policy
+    return on_start
 
-        policy = make_policy(settings.policy, tokenizer=tokenizer)
+
+def _run(settings: EvalSettings, policy: Any, overwrite: bool, bar: EvalProgress) -> Any:
+    """The eval itself, its failures said as the user's (a bad setting, path or model) or the disk's."""
+    from pydantic import ValidationError
+
+    from sesa_eval.harness import evaluate
+
+    on_start = _start_printer(settings.out_dir)
     try:
-        outcome = asyncio.run(
+        return asyncio.run(
             evaluate(settings, policy=policy, overwrite=overwrite, progress=bar, on_start=on_start)
         )
     except ValidationError as exc:
@@ -356,6 +379,10 @@ def eval_main(
             "rerun the same command to resume"
         )
         raise typer.Exit(130) from None
+
+
+def _print_outcome(outcome: Any) -> None:
+    """The report's tables, the wall time, where the files are; exit 1 when the eval did not finish."""
     report = outcome.report
     print_report(report)
     t = report["timing"]
