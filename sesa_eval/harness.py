@@ -59,7 +59,7 @@ from sesa_eval.records import (
     lock_eval,
 )
 from sesa_eval.settings import SKILL_MODES, EvalSettings
-from sesa_eval.tasks import RunResult, plan_tasks, run_tasks
+from sesa_eval.tasks import Plan, RunResult, plan_tasks, run_tasks
 from sesa_graph.owner_lock import OwnerLock
 from sesa_graph.policy.factory import (  # noqa: F401 - part of this module's API
     make_fixed_models,
@@ -152,21 +152,10 @@ async def evaluate(
     ``policy``/``search``/``judge`` default to what ``settings`` describes (tests pass scripted ones).
     ``progress`` is an optional :class:`sesa_eval.progress.EvalProgress`.
     """
-    from sesa_eval.report import build_report, write_report
     from sesa_graph.fsutil import write_json_atomic
 
     t_setup = time.perf_counter()
-    data = load_datasets(settings.datasets, settings.data_dir, settings.limit)
-    check_probe_cut(data, settings.solver.doc_chars)
-    check_warm_split(settings.policy.model, data)
-    memories, bank_info, skills = open_memories(settings.bank_modes, settings.bank, settings.top_k, encoder)
-    all_q = [q for qs in data.values() for q in qs]
-    hygiene = hygiene_report(
-        all_q,
-        settings.target_pool,
-        skills if settings.bank is not None else None,
-        bank_label=f"skill bank {bank_info['path']} v{bank_info['version']}" if bank_info else "",
-    )
+    inputs = load_inputs(settings, encoder)
     out_dir = settings.out_dir
     identity = settings.identity()
     fresh = not out_dir.is_dir() or not any(p.name != OWNER_LOCK for p in out_dir.iterdir())
@@ -175,82 +164,50 @@ async def evaluate(
         check_settings_file(out_dir, identity, overwrite)
         store = RecordStore(out_dir / RECORDS)
         known = read_answerability(out_dir)
-        if search is None and any(question_key(q.dataset, q.id) not in known for q in all_q):
-            from tools.backends import make_backend
-
-            search = make_backend(settings.search)
+        if search is None and any(question_key(q.dataset, q.id) not in known for q in inputs.questions):
+            search = _search(settings)
         reach = await ensure_answerability(
-            all_q, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
+            inputs.questions, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
         )
-        run_data = data
+        run_data = inputs.data
         if settings.subset == "answerable":  # the rest are counted in the report's answerability table
             run_data = {
                 ds: [q for q in qs if reach.get(question_key(q.dataset, q.id), {}).get("answerable")]
-                for ds, qs in data.items()
+                for ds, qs in inputs.data.items()
             }
-        plan = plan_tasks(run_data, settings.bank_modes, settings.seed_list, store, memories, reach)
-        tasks, cached, keys = plan.tasks, plan.cached, plan.keys
+        plan = plan_tasks(run_data, settings.bank_modes, settings.seed_list, store, inputs.memories, reach)
         if plan.stale:
             log.info(
                 "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
                 "running them again",
                 out_dir,
                 ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
-                bank_ref(bank_info),
+                bank_ref(inputs.bank_info),
             )
         if on_start is not None:
-            on_start(
-                {
-                    "datasets": {k: len(v) for k, v in run_data.items()},
-                    "subset": settings.subset,
-                    "tasks": len(tasks),
-                    "cached": cached,
-                    "stale": plan.stale,
-                    "answerable": sum(bool(r["answerable"]) for r in reach.values()),
-                    "answerability_known": len(reach),
-                    "no_oracle_doc": plan.no_oracle_doc,
-                    "hygiene": hygiene,
-                    "bank": bank_info,
-                }
-            )
-        need_policy = any(t.rejudge is None for t in tasks) or (
-            bool(tasks) and settings.judge.kind == "policy"
-        )
-        if search is None and any(t.rejudge is None for t in tasks):
-            from tools.backends import make_backend
-
-            search = make_backend(settings.search)
-        owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
-        if owned_policy:
-            policy = make_policy(settings.policy, log_path=out_dir / "logs" / "vllm.log")
-        judge_models: dict[str, Any] = {}  # a fixed judge model started here is stopped here
-        if judge is None:
-            if settings.judge.kind == "model":
-                judge_models = make_fixed_models(
-                    settings.models, [settings.judge.endpoint], log_dir=out_dir / "logs"
-                )
-            judge = make_judge(settings.judge, policy, models=judge_models)
+            on_start(_start_info(settings, inputs, run_data, plan, reach))
+        clients = _Clients.make(settings, plan.tasks, policy, search, judge)
         write_json_atomic(
             out_dir / SETTINGS, {"identity": identity, "settings": settings.model_dump(mode="json")}
         )
         setup_s = time.perf_counter() - t_setup
-        run = RunResult(planned=len(tasks), cached=cached, keys=keys)
+        run = RunResult(planned=len(plan.tasks), cached=plan.cached, keys=plan.keys)
         if progress is not None:
             progress.start(
-                run_data, settings.bank_modes, len(settings.seed_list), cached, store, plan.no_oracle_doc
+                run_data, settings.bank_modes, len(settings.seed_list), plan.cached, store, plan.no_oracle_doc
             )
         t_run = time.perf_counter()
         try:
             await run_tasks(
-                tasks,
-                policy=policy,
-                search=search,
-                judge=judge,
+                plan.tasks,
+                policy=clients.policy,
+                search=clients.search,
+                judge=clients.judge,
                 solver=settings.solver,
                 store=store,
                 concurrency=settings.concurrency,
                 max_errors=settings.max_errors,
-                bank=bank_info,
+                bank=inputs.bank_info,
                 on_record=progress.update if progress is not None else None,
                 result=run,
             )
@@ -261,39 +218,8 @@ async def evaluate(
             run.run_s = run.run_s or time.perf_counter() - t_run
             if progress is not None:
                 progress.stop()
-            records = [store.latest[k] for k in keys if k in store.latest]
-            per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
-            rate = 60 * run.computed / run.run_s if run.run_s else None
-            timing = {
-                "setup_s": round(setup_s, 1),
-                "run_s": round(run.run_s, 1),
-                "computed": run.computed,
-                "rejudged": run.rejudged,
-                "cached": sum(cached.values()),
-                "stale_rerun": sum(plan.stale.values()),
-                "rollouts_per_minute": round(rate, 2) if rate is not None else None,
-                "questions_per_minute": round(rate / per_q, 2) if rate is not None else None,
-            }
-            report = build_report(
-                records,
-                settings=settings,
-                datasets=list(data),
-                hygiene=hygiene,
-                bank=bank_info,
-                timing=timing,
-                aborted=run.aborted,
-                planned=len(keys),
-                answerability=reach,
-                data=data,
-                no_oracle_doc=plan.no_oracle_doc,
-            )
-            write_report(out_dir, report)
-            if "on" in memories:  # 'on' and 'placebo' share one read-only bank
-                memories["on"].bank.close()
-            if owned_policy:
-                getattr(policy, "close", lambda: None)()
-            for client in judge_models.values():
-                getattr(client, "close", lambda: None)()
+            report = _write_report(settings, inputs, run, store, plan, reach, setup_s)
+            _close(inputs.memories, clients)
         return EvalOutcome(settings, run, report, out_dir, setup_s)
     except BaseException:
         if fresh:
@@ -301,3 +227,141 @@ async def evaluate(
         raise
     finally:
         lock.release()
+
+
+@dataclass
+class EvalInputs:
+    """What an eval runs on: its questions by dataset, the memory of each bank mode, the bank's identity
+    and the data-hygiene report."""
+
+    data: dict[str, list[Any]]
+    memories: dict[str, Any]
+    bank_info: dict | None
+    hygiene: dict[str, Any]
+
+    @property
+    def questions(self) -> list[Any]:
+        return [q for qs in self.data.values() for q in qs]
+
+
+def load_inputs(settings: EvalSettings, encoder: Any = None) -> EvalInputs:
+    """The datasets (checked against the probe cut and the warm model's split), the bank, the hygiene."""
+    data = load_datasets(settings.datasets, settings.data_dir, settings.limit)
+    check_probe_cut(data, settings.solver.doc_chars)
+    check_warm_split(settings.policy.model, data)
+    memories, bank_info, skills = open_memories(settings.bank_modes, settings.bank, settings.top_k, encoder)
+    hygiene = hygiene_report(
+        [q for qs in data.values() for q in qs],
+        settings.target_pool,
+        skills if settings.bank is not None else None,
+        bank_label=f"skill bank {bank_info['path']} v{bank_info['version']}" if bank_info else "",
+    )
+    return EvalInputs(data, memories, bank_info, hygiene)
+
+
+def _search(settings: EvalSettings) -> Any:
+    from tools.backends import make_backend
+
+    return make_backend(settings.search)
+
+
+def _start_info(
+    settings: EvalSettings, inputs: EvalInputs, run_data: dict[str, list[Any]], plan: Plan, reach: dict
+) -> dict[str, Any]:
+    """What ``on_start`` is told once the work is planned."""
+    return {
+        "datasets": {k: len(v) for k, v in run_data.items()},
+        "subset": settings.subset,
+        "tasks": len(plan.tasks),
+        "cached": plan.cached,
+        "stale": plan.stale,
+        "answerable": sum(bool(r["answerable"]) for r in reach.values()),
+        "answerability_known": len(reach),
+        "no_oracle_doc": plan.no_oracle_doc,
+        "hygiene": inputs.hygiene,
+        "bank": inputs.bank_info,
+    }
+
+
+@dataclass
+class _Clients:
+    """The policy, search and judge the rollouts use; what was started here (``owned_policy``,
+    ``judge_models``) is stopped here."""
+
+    policy: Any
+    search: Any
+    judge: Any
+    owned_policy: bool
+    judge_models: dict[str, Any]
+
+    @classmethod
+    def make(cls, settings: EvalSettings, tasks: list[Any], policy: Any, search: Any, judge: Any) -> _Clients:
+        """Start what the planned tasks need and was not given: a task not answered from cache needs the
+        policy and search; judge 'policy' needs the policy even to rejudge."""
+        need_policy = any(t.rejudge is None for t in tasks) or (
+            bool(tasks) and settings.judge.kind == "policy"
+        )
+        if search is None and any(t.rejudge is None for t in tasks):
+            search = _search(settings)
+        owned_policy = policy is None and need_policy  # a vLLM server started here is stopped here
+        if owned_policy:
+            policy = make_policy(settings.policy, log_path=settings.out_dir / "logs" / "vllm.log")
+        judge_models: dict[str, Any] = {}  # a fixed judge model started here is stopped here
+        if judge is None:
+            if settings.judge.kind == "model":
+                judge_models = make_fixed_models(
+                    settings.models, [settings.judge.endpoint], log_dir=settings.out_dir / "logs"
+                )
+            judge = make_judge(settings.judge, policy, models=judge_models)
+        return cls(policy, search, judge, owned_policy, judge_models)
+
+
+def _write_report(
+    settings: EvalSettings,
+    inputs: EvalInputs,
+    run: RunResult,
+    store: RecordStore,
+    plan: Plan,
+    reach: dict,
+    setup_s: float,
+) -> dict[str, Any]:
+    """The report of the records so far (all, or up to an abort), with the timing, written as report.*."""
+    from sesa_eval.report import build_report, write_report
+
+    records = [store.latest[k] for k in plan.keys if k in store.latest]
+    per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question
+    rate = 60 * run.computed / run.run_s if run.run_s else None
+    timing = {
+        "setup_s": round(setup_s, 1),
+        "run_s": round(run.run_s, 1),
+        "computed": run.computed,
+        "rejudged": run.rejudged,
+        "cached": sum(plan.cached.values()),
+        "stale_rerun": sum(plan.stale.values()),
+        "rollouts_per_minute": round(rate, 2) if rate is not None else None,
+        "questions_per_minute": round(rate / per_q, 2) if rate is not None else None,
+    }
+    report = build_report(
+        records,
+        settings=settings,
+        datasets=list(inputs.data),
+        hygiene=inputs.hygiene,
+        bank=inputs.bank_info,
+        timing=timing,
+        aborted=run.aborted,
+        planned=len(plan.keys),
+        answerability=reach,
+        data=inputs.data,
+        no_oracle_doc=plan.no_oracle_doc,
+    )
+    write_report(settings.out_dir, report)
+    return report
+
+
+def _close(memories: dict[str, Any], clients: _Clients) -> None:
+    if "on" in memories:  # 'on' and 'placebo' share one read-only bank
+        memories["on"].bank.close()
+    if clients.owned_policy:
+        getattr(clients.policy, "close", lambda: None)()
+    for client in clients.judge_models.values():
+        getattr(client, "close", lambda: None)()
