@@ -16,6 +16,7 @@ import html
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,42 +264,7 @@ class Trace:
                     add(" (not in the bank files)", "dim")
                 add("\n")
         for n, (t, s, missing) in enumerate(self._steps(), 1):
-            kind = t.get("kind", "?")
-            label = f"── turn {n} · {kind}"
-            if kind == "invalid":
-                label += f" ({t.get('reason') or '?'})"
-            if t.get("finish") == "length":
-                label += " · cut at the token limit"
-            add(label + "\n", "bold yellow" if kind != "invalid" else "bold red")
-            if self._reasoning(t):
-                add(f"  reasoning: {self._reasoning(t)}\n", "italic")
-            if kind == "invalid":
-                add(f"  raw: {t.get('text', '')!r}\n", "red")
-            elif kind == "search":
-                add("  search: ", "bold")
-                add(f"{t.get('content', '')}\n", "blue")
-                if missing:
-                    add(
-                        "    (no results: the search failed)\n"
-                        if self.status in ("search_error", "error")
-                        else "    (results not recorded)\n",
-                        "dim",
-                    )
-                elif s.get("docs") is None:
-                    add("    (documents not recorded)\n", "dim")
-                else:
-                    for i, d in enumerate(s["docs"], 1):
-                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(
-                            d.get("text"), self.golds
-                        )
-                        score = f"[{d['score']:.2f}] " if isinstance(d.get("score"), (int, float)) else ""
-                        add(f"    {i}. {score}{d.get('title', '')}: ", "bold" if hit else "")
-                        for piece, gold in gold_spans(d.get("text", ""), self.golds):
-                            add(piece, "bold reverse green" if gold else "")
-                        add("  ★ gold\n" if hit else "\n", "bold green")
-            else:
-                add(f"  {kind}: ", "bold")
-                add(f"{t.get('content', '')}\n", "green" if kind == "answer" else "")
+            self._text_turn(add, n, t, s, missing)
         if self.role == "proposer":
             add("proposed question: ", "bold")
             add(f"{self.final or '(none)'}\n")
@@ -318,6 +284,48 @@ class Trace:
                 self._outcome() + "\n", "green" if self._outcome() in ("correct", "valid question") else "red"
             )
         return out
+
+    def _text_turn(
+        self, add: Callable[..., None], n: int, t: dict[str, Any], s: dict[str, Any], missing: bool
+    ) -> None:
+        """Turn ``n`` as text: its kind, reasoning, and the raw text (invalid), the search and its documents
+        with gold answers marked, or what it said."""
+        kind = t.get("kind", "?")
+        label = f"── turn {n} · {kind}"
+        if kind == "invalid":
+            label += f" ({t.get('reason') or '?'})"
+        if t.get("finish") == "length":
+            label += " · cut at the token limit"
+        add(label + "\n", "bold yellow" if kind != "invalid" else "bold red")
+        if self._reasoning(t):
+            add(f"  reasoning: {self._reasoning(t)}\n", "italic")
+        if kind == "invalid":
+            add(f"  raw: {t.get('text', '')!r}\n", "red")
+        elif kind == "search":
+            add("  search: ", "bold")
+            add(f"{t.get('content', '')}\n", "blue")
+            if missing:
+                add(
+                    "    (no results: the search failed)\n"
+                    if self.status in ("search_error", "error")
+                    else "    (results not recorded)\n",
+                    "dim",
+                )
+            elif s.get("docs") is None:
+                add("    (documents not recorded)\n", "dim")
+            else:
+                for i, d in enumerate(s["docs"], 1):
+                    hit = contains_answer(d.get("title"), self.golds) or contains_answer(
+                        d.get("text"), self.golds
+                    )
+                    score = f"[{d['score']:.2f}] " if isinstance(d.get("score"), (int, float)) else ""
+                    add(f"    {i}. {score}{d.get('title', '')}: ", "bold" if hit else "")
+                    for piece, gold in gold_spans(d.get("text", ""), self.golds):
+                        add(piece, "bold reverse green" if gold else "")
+                    add("  ★ gold\n" if hit else "\n", "bold green")
+        else:
+            add(f"  {kind}: ", "bold")
+            add(f"{t.get('content', '')}\n", "green" if kind == "answer" else "")
 
     def to_text(self) -> str:
         return "".join(t for t, _ in self._segments())
@@ -360,82 +368,9 @@ class Trace:
                 f'<b>gold:</b> <span style="color:#1a7f37">{e(" | ".join(self.golds))}</span></div>'
             )
         if self.skills:
-            v = self.meta.get("skill_bank_version")
-            items = []
-            for s in self.skills:
-                if s.get("description"):
-                    q = "; ".join(s.get("queries") or [])
-                    items.append(
-                        f"<li><code>{e(s['id'])}</code> <i>{e(s.get('category', ''))}</i>: {e(s['description'])}"
-                        f'<br><span style="color:#57606a">when: {e(s.get("trigger", ""))}'
-                        + (f" · avoid: {e(s['avoid'])}" if s.get("avoid") else "")
-                        + (f" · queries: {e(q)}" if q else "")
-                        + f" · {e(_counters(s))}</span></li>"
-                    )
-                else:
-                    items.append(
-                        f'<li><code>{e(s["id"])}</code> <span style="color:#57606a">(not in the bank '
-                        "files)</span></li>"
-                    )
-            h.append(
-                f'<div style="{box}background:#fbefff"><b>skills in the prompt'
-                f'{f" (bank v{v})" if v is not None else ""}</b><ul style="margin:2px 0">{"".join(items)}'
-                "</ul></div>"
-            )
+            h.append(self._html_skills(box))
         for n, (t, s, missing) in enumerate(self._steps(), 1):
-            kind = t.get("kind", "?")
-            bad = kind == "invalid"
-            label = f"turn {n} · {kind}" + (f" ({t.get('reason') or '?'})" if bad else "")
-            if t.get("finish") == "length":
-                label += " · cut at the token limit"
-            body = [f'<div style="font-weight:600;color:{"#cf222e" if bad else "#6e4600"}">{e(label)}</div>']
-            if self._reasoning(t):
-                body.append(
-                    f'<div style="color:#57606a;font-style:italic;white-space:pre-wrap">'
-                    f"{e(self._reasoning(t))}</div>"
-                )
-            if bad:
-                body.append(
-                    f'<pre style="white-space:pre-wrap;margin:2px 0;background:#fff5f5;padding:4px">'
-                    f"{e(t.get('text', ''))}</pre>"
-                )
-            elif kind == "search":
-                body.append(
-                    f'<div><b>search:</b> <code style="color:#0550ae">{e(t.get("content", ""))}</code></div>'
-                )
-                if missing:
-                    body.append(
-                        '<div style="color:#57606a">'
-                        + (
-                            "no results: the search failed"
-                            if self.status in ("search_error", "error")
-                            else "results not recorded"
-                        )
-                        + "</div>"
-                    )
-                elif s.get("docs") is None:
-                    body.append('<div style="color:#57606a">documents not recorded</div>')
-                else:
-                    docs = []
-                    for d in s["docs"]:
-                        hit = contains_answer(d.get("title"), self.golds) or contains_answer(
-                            d.get("text"), self.golds
-                        )
-                        text = "".join(
-                            f'<mark style="background:#aceebb">{e(p)}</mark>' if g else e(p)
-                            for p, g in gold_spans(d.get("text", ""), self.golds)
-                        )
-                        score = (
-                            f'<span style="color:#57606a">{d["score"]:.2f}</span> '
-                            if isinstance(d.get("score"), (int, float))
-                            else ""
-                        )
-                        star = ' <b style="color:#1a7f37">★ contains the gold</b>' if hit else ""
-                        docs.append(f"<li>{score}<b>{e(d.get('title', ''))}</b>{star}<br>{text}</li>")
-                    body.append(f'<ol style="margin:2px 0;padding-left:22px">{"".join(docs)}</ol>')
-            else:
-                body.append(f"<div><b>{e(kind)}:</b> {e(t.get('content', ''))}</div>")
-            h.append(f'<div style="{box}">{"".join(body)}</div>')
+            h.append(f'<div style="{box}">{self._html_turn(n, t, s, missing)}</div>')
         if self.role == "proposer":
             h.append(f"<div><b>proposed question:</b> {e(self.final or '(none)')}</div>")
         else:
@@ -457,3 +392,90 @@ class Trace:
         return "".join(h)
 
     _repr_html_ = to_html
+
+    def _html_skills(self, box: str) -> str:
+        """The skills the solver's prompt held, each with its trigger, what to avoid, queries and counters."""
+        e = html.escape
+        v = self.meta.get("skill_bank_version")
+        items = []
+        for s in self.skills:
+            if s.get("description"):
+                q = "; ".join(s.get("queries") or [])
+                items.append(
+                    f"<li><code>{e(s['id'])}</code> <i>{e(s.get('category', ''))}</i>: {e(s['description'])}"
+                    f'<br><span style="color:#57606a">when: {e(s.get("trigger", ""))}'
+                    + (f" · avoid: {e(s['avoid'])}" if s.get("avoid") else "")
+                    + (f" · queries: {e(q)}" if q else "")
+                    + f" · {e(_counters(s))}</span></li>"
+                )
+            else:
+                items.append(
+                    f'<li><code>{e(s["id"])}</code> <span style="color:#57606a">(not in the bank '
+                    "files)</span></li>"
+                )
+        return (
+            f'<div style="{box}background:#fbefff"><b>skills in the prompt'
+            f'{f" (bank v{v})" if v is not None else ""}</b><ul style="margin:2px 0">{"".join(items)}'
+            "</ul></div>"
+        )
+
+    def _html_turn(self, n: int, t: dict[str, Any], s: dict[str, Any], missing: bool) -> str:
+        """Turn ``n``: its kind, reasoning, and the raw text (invalid), the search and its documents, or
+        what it said."""
+        e = html.escape
+        kind = t.get("kind", "?")
+        bad = kind == "invalid"
+        label = f"turn {n} · {kind}" + (f" ({t.get('reason') or '?'})" if bad else "")
+        if t.get("finish") == "length":
+            label += " · cut at the token limit"
+        body = [f'<div style="font-weight:600;color:{"#cf222e" if bad else "#6e4600"}">{e(label)}</div>']
+        if self._reasoning(t):
+            body.append(
+                f'<div style="color:#57606a;font-style:italic;white-space:pre-wrap">'
+                f"{e(self._reasoning(t))}</div>"
+            )
+        if bad:
+            body.append(
+                f'<pre style="white-space:pre-wrap;margin:2px 0;background:#fff5f5;padding:4px">'
+                f"{e(t.get('text', ''))}</pre>"
+            )
+        elif kind == "search":
+            body.append(
+                f'<div><b>search:</b> <code style="color:#0550ae">{e(t.get("content", ""))}</code></div>'
+            )
+            if missing:
+                body.append(
+                    '<div style="color:#57606a">'
+                    + (
+                        "no results: the search failed"
+                        if self.status in ("search_error", "error")
+                        else "results not recorded"
+                    )
+                    + "</div>"
+                )
+            elif s.get("docs") is None:
+                body.append('<div style="color:#57606a">documents not recorded</div>')
+            else:
+                body.append(self._html_docs(s["docs"]))
+        else:
+            body.append(f"<div><b>{e(kind)}:</b> {e(t.get('content', ''))}</div>")
+        return "".join(body)
+
+    def _html_docs(self, docs: list[dict[str, Any]]) -> str:
+        """The documents a search returned, gold answers marked in their text."""
+        e = html.escape
+        items = []
+        for d in docs:
+            hit = contains_answer(d.get("title"), self.golds) or contains_answer(d.get("text"), self.golds)
+            text = "".join(
+                f'<mark style="background:#aceebb">{e(p)}</mark>' if g else e(p)
+                for p, g in gold_spans(d.get("text", ""), self.golds)
+            )
+            score = (
+                f'<span style="color:#57606a">{d["score"]:.2f}</span> '
+                if isinstance(d.get("score"), (int, float))
+                else ""
+            )
+            star = ' <b style="color:#1a7f37">★ contains the gold</b>' if hit else ""
+            items.append(f"<li>{score}<b>{e(d.get('title', ''))}</b>{star}<br>{text}</li>")
+        return f'<ol style="margin:2px 0;padding-left:22px">{"".join(items)}</ol>'
