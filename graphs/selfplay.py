@@ -319,22 +319,41 @@ def collect(
             solver.append(t)
             outcomes.append((t.skill_ids, bool(v["correct"]), t.status))
             if not v["correct"] and t.status == "answered" and t.n_searches > 0:
-                failures.append(
-                    {
-                        "question": question,
-                        "answer": t.final,
-                        "golds": [it["target"]],
-                        "searches": [s["query"] for s in t.searches],
-                        "retrieved_skill_ids": t.skill_ids,
-                        "status": t.status,
-                        "correct": False,
-                        "step": step,
-                        "question_id": qid,
-                        "evidence": failure_evidence(t.searches, evidence_docs, evidence_chars),
-                        "group_success_rate": out["success_rate"],
-                        "skill_similarity": out.get("skill_similarity"),
-                    }
-                )
+                failures.append(_failure(t, it["target"], out, evidence_docs, evidence_chars))
+    metrics = step_metrics(step, finals, proposer, solver, reasons, statuses, judge)
+    metrics["failures"] = len(failures)
+    return StepOutput(list(finals), proposer, solver, failures, outcomes, metrics)
+
+
+def _failure(t: Trajectory, target: str, out: dict[str, Any], docs: int, chars: int) -> dict[str, Any]:
+    """The failure record of a wrong, answered solver rollout that searched (what the distiller reads)."""
+    return {
+        "question": t.question,
+        "answer": t.final,
+        "golds": [target],
+        "searches": [s["query"] for s in t.searches],
+        "retrieved_skill_ids": t.skill_ids,
+        "status": t.status,
+        "correct": False,
+        "step": t.step,
+        "question_id": t.question_id,
+        "evidence": failure_evidence(t.searches, docs, chars),
+        "group_success_rate": out["success_rate"],
+        "skill_similarity": out.get("skill_similarity"),
+    }
+
+
+def step_metrics(
+    step: int,
+    finals: list[dict[str, Any]],
+    proposer: list[Trajectory],
+    solver: list[Trajectory],
+    reasons: Counter[str],
+    statuses: Counter[str],
+    judge: Judge,
+) -> dict[str, Any]:
+    """The step's metrics line (less the failure count): proposals, rewards, frontier groups, how solver
+    rollouts ended, judge methods, hop counts, searches per proposal, turns cut by the turn cap."""
     valid = [o for o in finals if o["proposal"].get("valid") and not o["proposal"].get("reused")]
     # every solver group counts for the frontier, reused questions included
     rates = [
@@ -364,9 +383,8 @@ def collect(
             "proposer": turn_cap_cuts([t.turns for t in proposer]),
             "solver": turn_cap_cuts([t.turns for t in solver]),
         },
-        "failures": len(failures),
     }
-    return StepOutput(list(finals), proposer, solver, failures, outcomes, metrics)
+    return metrics
 
 
 def _by_hops(proposer: list[Trajectory]) -> dict[str, dict[str, int]]:
