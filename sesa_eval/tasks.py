@@ -216,53 +216,6 @@ async def run_tasks(
                 if w is not asyncio.current_task():
                     w.cancel()
 
-    async def one(task: Task) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        if task.rejudge is not None:
-            old = task.rejudge
-            (v,) = await judge.judge_many(
-                [JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))]
-            )
-            rec = {
-                **old,
-                "score": v.score,
-                "em": v.em,
-                "f1": v.f1,
-                "correct": bool(v.correct),
-                "judge_method": v.method,
-                "judge_raw": v.raw,
-                "time": time.time(),
-            }
-            res.rejudged += 1
-            return rec
-        # no seed: one greedy rollout; seed i: the i-th sampled repeat at the solver's temperature
-        ctx = solver_context(solver, policy, search, greedy=task.seed is None, seed=task.seed)
-        try:
-            if task.mode in CONTROL_MODES:
-                state = await solve_control(task.q.question, ctx, task.mode, task.oracle_doc)
-            else:
-                state = await solve(task.q.question, ctx, task.skills_block or None)
-        except PolicyUnavailableError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume
-            log.warning("%s: rollout failed: %s: %s", task.key, type(exc).__name__, exc)
-            return make_record(
-                task,
-                None,
-                None,
-                model=model,
-                bank=bank,
-                elapsed_s=time.perf_counter() - t0,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        verdict = None
-        if state.get("status") != "search_error":
-            (verdict,) = await judge.judge_many(
-                [JudgeItem(task.q.question, state.get("final"), list(task.q.golds))]
-            )
-        res.computed += 1
-        return make_record(task, state, verdict, model=model, bank=bank, elapsed_s=time.perf_counter() - t0)
-
     async def worker() -> None:
         while res.aborted is None:
             try:
@@ -270,7 +223,7 @@ async def run_tasks(
             except asyncio.QueueEmpty:
                 return
             try:
-                rec = await one(task)
+                rec = await run_one(task, policy, search, judge, solver, res, model=model, bank=bank)
             except PolicyUnavailableError as exc:
                 abort(f"the policy endpoint is down: {exc}")
                 return
@@ -281,17 +234,8 @@ async def run_tasks(
                 res.judge_unavailable += 1
             if on_record is not None:
                 on_record(rec)
-            if res.errors > max_errors:
-                abort(
-                    f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}"
-                )
-            elif res.judge_unavailable > max_errors:
-                abort(
-                    f"{res.judge_unavailable} LLM judgments failed or gave no verdict (more than --max-errors "
-                    f"{max_errors}): the judge is down, too slow (raise --judge-timeout), or replies without "
-                    "Correct/Wrong (a thinking template spends its few tokens in <think>: set "
-                    "judge.chat_template_kwargs {enable_thinking: false})"
-                )
+            if (reason := _too_many_failures(res, rec, max_errors)) is not None:
+                abort(reason)
 
     t0 = time.perf_counter()
     workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(tasks))))]
@@ -301,3 +245,81 @@ async def run_tasks(
             raise w.exception()  # type: ignore[misc]
     res.run_s = time.perf_counter() - t0
     return res
+
+
+async def run_one(
+    task: Task,
+    policy: Any,
+    search: Any,
+    judge: Judge,
+    solver: SolverConfig,
+    res: RunResult,
+    *,
+    model: str,
+    bank: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The record of one task: a cached answer judged again, or a rollout (greedy, or the seed's sampled
+    repeat) and its verdict; a rollout that raises is a labelled error record (retried on resume), a policy
+    endpoint that is down raises."""
+    t0 = time.perf_counter()
+    if task.rejudge is not None:
+        rec = await _rejudged(task, judge)
+        res.rejudged += 1
+        return rec
+    # no seed: one greedy rollout; seed i: the i-th sampled repeat at the solver's temperature
+    ctx = solver_context(solver, policy, search, greedy=task.seed is None, seed=task.seed)
+    try:
+        if task.mode in CONTROL_MODES:
+            state = await solve_control(task.q.question, ctx, task.mode, task.oracle_doc)
+        else:
+            state = await solve(task.q.question, ctx, task.skills_block or None)
+    except PolicyUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- one question's failure is a labelled record, retried on resume
+        log.warning("%s: rollout failed: %s: %s", task.key, type(exc).__name__, exc)
+        return make_record(
+            task,
+            None,
+            None,
+            model=model,
+            bank=bank,
+            elapsed_s=time.perf_counter() - t0,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    verdict = None
+    if state.get("status") != "search_error":
+        (verdict,) = await judge.judge_many(
+            [JudgeItem(task.q.question, state.get("final"), list(task.q.golds))]
+        )
+    res.computed += 1
+    return make_record(task, state, verdict, model=model, bank=bank, elapsed_s=time.perf_counter() - t0)
+
+
+async def _rejudged(task: Task, judge: Judge) -> dict[str, Any]:
+    """A cached record whose answer is judged again (the judge changed), everything else kept."""
+    old = task.rejudge
+    (v,) = await judge.judge_many([JudgeItem(task.q.question, old.get("prediction"), list(task.q.golds))])
+    return {
+        **old,
+        "score": v.score,
+        "em": v.em,
+        "f1": v.f1,
+        "correct": bool(v.correct),
+        "judge_method": v.method,
+        "judge_raw": v.raw,
+        "time": time.time(),
+    }
+
+
+def _too_many_failures(res: RunResult, rec: dict[str, Any], max_errors: int) -> str | None:
+    """Why the eval stops after ``rec``: more failed rollouts or failed judgments than --max-errors."""
+    if res.errors > max_errors:
+        return f"{res.errors} rollouts failed (more than --max-errors {max_errors}); last: {rec['error']}"
+    if res.judge_unavailable > max_errors:
+        return (
+            f"{res.judge_unavailable} LLM judgments failed or gave no verdict (more than --max-errors "
+            f"{max_errors}): the judge is down, too slow (raise --judge-timeout), or replies without "
+            "Correct/Wrong (a thinking template spends its few tokens in <think>: set "
+            "judge.chat_template_kwargs {enable_thinking: false})"
+        )
+    return None
