@@ -11,7 +11,7 @@ from sesa_eval.datasets import EvalQuestion
 from sesa_eval.harness import EvalSettings, evaluate
 from sesa_eval.mcnemar import mde_exact
 from sesa_eval.paired import min_detectable, paired_intervals
-from sesa_eval.report import render_markdown
+from sesa_eval.report_markdown import render_markdown
 from sesa_graph.config import SolverConfig
 from sesa_graph.policy.base import GenerationResult
 from sesa_graph.rollout.judge import Judge

@@ -9,8 +9,8 @@ from sesa_eval.report import (
     aggregate,
     build_report,
     fmt_cell,
-    render_markdown,
 )
+from sesa_eval.report_markdown import render_markdown
 
 
 def rec(ds, qid, mode="off", seed=None, score=0.0, em=None, f1=None, status="answered"):
