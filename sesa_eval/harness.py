@@ -163,27 +163,7 @@ async def evaluate(
     try:
         check_settings_file(out_dir, identity, overwrite)
         store = RecordStore(out_dir / RECORDS)
-        known = read_answerability(out_dir)
-        if search is None and any(question_key(q.dataset, q.id) not in known for q in inputs.questions):
-            search = _search(settings)
-        reach = await ensure_answerability(
-            inputs.questions, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
-        )
-        run_data = inputs.data
-        if settings.subset == "answerable":  # the rest are counted in the report's answerability table
-            run_data = {
-                ds: [q for q in qs if reach.get(question_key(q.dataset, q.id), {}).get("answerable")]
-                for ds, qs in inputs.data.items()
-            }
-        plan = plan_tasks(run_data, settings.bank_modes, settings.seed_list, store, inputs.memories, reach)
-        if plan.stale:
-            log.info(
-                "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
-                "running them again",
-                out_dir,
-                ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
-                bank_ref(inputs.bank_info),
-            )
+        reach, run_data, plan, search = await _plan(settings, inputs, store, search)
         if on_start is not None:
             on_start(_start_info(settings, inputs, run_data, plan, reach))
         clients = _Clients.make(settings, plan.tasks, policy, search, judge)
@@ -227,6 +207,36 @@ async def evaluate(
         raise
     finally:
         lock.release()
+
+
+async def _plan(
+    settings: EvalSettings, inputs: EvalInputs, store: RecordStore, search: Any
+) -> tuple[dict, dict[str, list[Any]], Plan, Any]:
+    """Each question's answerability (computed once, kept in the eval's folder), the questions that get
+    rollouts (all, or the answerable ones) and the plan of what to run; the search, if it had to start."""
+    out_dir = settings.out_dir
+    known = read_answerability(out_dir)
+    if search is None and any(question_key(q.dataset, q.id) not in known for q in inputs.questions):
+        search = _search(settings)
+    reach = await ensure_answerability(
+        inputs.questions, search, settings.solver.search_k, settings.solver.doc_chars, out_dir
+    )
+    run_data = inputs.data
+    if settings.subset == "answerable":  # the rest are counted in the report's answerability table
+        run_data = {
+            ds: [q for q in qs if reach.get(question_key(q.dataset, q.id), {}).get("answerable")]
+            for ds, qs in inputs.data.items()
+        }
+    plan = plan_tasks(run_data, settings.bank_modes, settings.seed_list, store, inputs.memories, reach)
+    if plan.stale:
+        log.info(
+            "%s: %s cached record(s) were made with other skills than %s gives their questions now; "
+            "running them again",
+            out_dir,
+            ", ".join(f"{n} mode-{m}" for m, n in plan.stale.items()),
+            bank_ref(inputs.bank_info),
+        )
+    return reach, run_data, plan, search
 
 
 @dataclass
