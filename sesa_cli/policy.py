@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -71,39 +72,47 @@ def policy_serve(
     if check_engine(engine) == "local":
         _serve_local(model, host, port, served_name, device, threads)
         return
-    import signal
-    import time
+    flags = {
+        "model": model,
+        "host": host,
+        "port": port,
+        "kv_cache_gib": kv_cache_gib,
+        "cpu_bind": cpu_bind,
+        "allow_remote": allow_remote or None,
+        "api_key_env": api_key_env,
+    }
+    _serve_vllm(_vllm_config(config, flags), served_name or model)
 
+
+def _vllm_config(config: Path | None, flags: dict) -> Any:
+    """The started server's policy settings: the run config's solver_policy (or the defaults) under the
+    flags that were given, validated, each error naming its flag."""
     from sesa_graph.config import load_config
-    from sesa_graph.embedded import sesa_home
     from sesa_graph.model_config import PolicyConfig
-    from sesa_graph.policy.factory import server_spec
-    from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
 
     pcfg = load_config(config).solver_policy if config else PolicyConfig()
-    updates = {
-        k: v
-        for k, v in (
-            ("model", model),
-            ("host", host),
-            ("port", port),
-            ("kv_cache_gib", kv_cache_gib),
-            ("cpu_bind", cpu_bind),
-            ("allow_remote", allow_remote or None),
-            ("api_key_env", api_key_env),
-        )
-        if v is not None
-    }
+    updates = {k: v for k, v in flags.items() if v is not None}
     try:  # validated, unlike model_copy
         # the config's solver_policy may point at remote servers (backend openai, reload); this one is started
-        pcfg = PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm", "reload": False})
+        return PolicyConfig(**{**pcfg.model_dump(), **updates, "backend": "vllm", "reload": False})
     except ValueError as exc:
         reasons = "; ".join(_reason(e) for e in getattr(exc, "errors", list)())
         raise UserError(
             f"sesa policy serve: {reasons or exc} (flags here: --allow-remote, --api-key-env NAME)"
         ) from None
+
+
+def _serve_vllm(pcfg: Any, served_name: str) -> None:
+    """Start a vLLM server for ``pcfg`` and keep it until Ctrl-C, SIGTERM or its death (exit 1)."""
+    import signal
+    import time
+
+    from sesa_graph.embedded import sesa_home
+    from sesa_graph.policy.factory import server_spec
+    from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
+
     try:
-        spec = server_spec(pcfg, served_name or model, log_path=sesa_home() / "logs" / f"vllm-{port}.log")
+        spec = server_spec(pcfg, served_name, log_path=sesa_home() / "logs" / f"vllm-{pcfg.port}.log")
     except (ValueError, FileNotFoundError) as exc:  # an unset --api-key-env variable, an unbuilt model
         raise UserError(f"sesa policy serve: {exc}") from None
     server = VLLMServer(spec)
