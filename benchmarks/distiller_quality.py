@@ -71,6 +71,7 @@ def main() -> None:
             "admitted": len(admitted),
             "rejected": report.rejected,
             "bank": [before, len(memory.bank)],
+            "rejected_examples": report.rejected_examples,
             "skills": [
                 s.model_dump(include={"description", "trigger", "avoid", "queries", "category"})
                 for s in admitted
@@ -89,6 +90,8 @@ def main() -> None:
         print(
             f"    when: {shown(s['trigger'])} | avoid: {shown(s['avoid'])} | queries: {shown('; '.join(s['queries']))}"
         )
+    for r in out["rejected_examples"]:
+        print(f"  rejected ({r['reason']}): {shown(r['output'][:300])}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
 

@@ -227,8 +227,53 @@ DISTILLER_NO_ANSWER = "(no answer)"
 DISTILLER_NO_EVIDENCE = "(nothing kept)"
 
 
-def render_distiller_system(categories: Sequence[str]) -> str:
-    return DISTILLER_SYSTEM.format(categories=", ".join(categories))
+# The "masked" view (memory.distiller_view) for small distillers: shown the raw failure, a 0.5B-1.5B model
+# wrote about that one question (its names in every field) or copied any example skill verbatim; shown the
+# question with its names replaced by [X] and what went wrong in words, it writes about the kind of question.
+DISTILLER_MASKED_SYSTEM = """You write search skills for a question-answering agent that searches a \
+Wikipedia-like corpus. You are shown one question the agent failed. Work out what kind of question it is and \
+what the agent did wrong, then write advice that would help on every question of that kind.
+Reply with one JSON object only:
+{{"description": "<the advice, one sentence of at most 20 words>", "trigger": "<the kind of question it \
+applies to, at most 12 words>", "avoid": "<the mistake it prevents, at most 10 words>", "queries": ["<a search \
+query template with [slots] for names>"], "category": "<one of: {categories}>"}}
+The skill must not contain any name, place, date or number from the failed question or its answers: use \
+[person], [place], [work], [year] and similar slots."""
+
+DISTILLER_MASKED_USER = """Failed question, with its names replaced by [X]: {question}
+The agent searched: {searches}
+What went wrong: {notes}
+{skills}Write one skill for questions of this kind."""
+DISTILLER_MASKED_SKILLS = "Skills it was given, which did not help:\n{skills}\n"
+
+# What went wrong, said from the rollout's record (distiller.failure_notes).
+NOTE_ANSWER_REPEATS_QUESTION = "The agent's answer repeats words of the question."
+NOTE_NO_ANSWER = "The agent gave no answer."
+NOTE_ANSWER_RETRIEVED = "The correct answer was in what the searches returned, but the agent did not pick it."
+NOTE_ANSWER_NOT_RETRIEVED = "No search returned the correct answer."
+NOTE_NO_SEARCH = "The agent did not search."
+NOTE_REPEATED_SEARCH = "The agent repeated the same search."
+
+# Opens a small local distiller's reply (masked view): it then writes the JSON object, not an essay.
+DISTILLER_REPLY_PREFIX = '{"description": "'
+
+
+def render_distiller_masked_user(
+    question: str, searches: Sequence[str], notes: Sequence[str], skills: Sequence[SkillText | tuple]
+) -> str:
+    """One failure in the masked view: ``question`` and ``searches`` already masked, ``notes`` what went
+    wrong, ``skills`` the retrieved skills that did not help."""
+    shown = "\n".join(render_skill(i, s) for i, s in enumerate(skills, 1))
+    return DISTILLER_MASKED_USER.format(
+        question=escape(question),
+        searches="; ".join(f'"{escape(q)}"' for q in searches) or "(nothing)",
+        notes=" ".join(notes),
+        skills=DISTILLER_MASKED_SKILLS.format(skills=shown) if shown else "",
+    )
+
+
+def render_distiller_system(categories: Sequence[str], masked: bool = False) -> str:
+    return (DISTILLER_MASKED_SYSTEM if masked else DISTILLER_SYSTEM).format(categories=", ".join(categories))
 
 
 def render_distiller_user(

@@ -74,3 +74,15 @@ def contains_answer(text: str | None, golds: str | Sequence[str]) -> bool:
         return False
     padded = f" {t} "
     return any(f" {g} " in padded for g in _golds(golds))
+
+
+def echoes_question(pred: str | None, question: str, golds: str | Sequence[str]) -> bool:
+    """Every normalized word of the prediction is a word of the question, and none is a word of a gold
+    answer: the answer only repeats the question ("gravitational force" for "what is the common name for
+    gravitational force?"). Such an answer is wrong whatever a small judge model says; the distiller is told
+    of it too. A prediction sharing a word with a gold ("Jefferson" for "Adams or Jefferson?") never echoes.
+    """
+    p = set(normalize_answer(pred).split()) if pred else set()
+    if not p or not p <= set(normalize_answer(question).split()):
+        return False
+    return not any(p & set(g.split()) for g in _golds(golds))

@@ -148,6 +148,16 @@ class MemoryConfig(ConfigModel):
         "generic search words like 'search', 'carefully', 'relevant') or it is rejected as 'vacuous'.",
     )
     distiller_max_tokens: int = Field(384, ge=32, description="Token budget of one distiller completion.")
+    distiller_view: Literal["full", "masked"] = Field(
+        "full",
+        description="What the distiller is shown of a failure. 'full': the question, gold and given answers, "
+        "the searches and what they returned (the paper's view, for a distiller that can generalise from "
+        "them). 'masked': for small distillers, the question and searches with their names replaced by [X] "
+        "and what went wrong said in words (answer repeated from the question, answer retrieved but not "
+        "picked, not retrieved, a repeated search); a local distiller's reply is then opened with the JSON "
+        "object's first key. Measured on tests/fixtures/distiller_failures.jsonl (benchmarks/"
+        "distiller_quality.py): see the README's fixed-models section.",
+    )
     distiller_temperature: float = Field(0.3, ge=0, description="Distiller sampling temperature.")
     max_consecutive_distiller_errors: int = Field(
         3,

@@ -108,7 +108,7 @@ async def distill_pass(
     conversations = []
     for f in failures:
         unhelpful = [bank_skills[i] for i in dict.fromkeys(f.record.retrieved_skill_ids) if i in bank_skills]
-        conversations.append(build_messages(f, unhelpful))
+        conversations.append(build_messages(f, unhelpful, config.distiller_view))
     outputs = await call_distiller(client, conversations, config)
 
     candidates: list[Skill] = []

@@ -18,10 +18,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.queue import PendingFailure
+from sesa_graph.memory.queue import FailureRecord, PendingFailure
 from sesa_graph.memory.skill import CATEGORIES, Skill
+from sesa_graph.memory.skill_checks import mask_entities, question_entities
 from sesa_graph.policy.base import GenerationRequest, SamplingParams
-from sesa_graph.prompts import render_distiller_system, render_distiller_user
+from sesa_graph.prompts import (
+    DISTILLER_REPLY_PREFIX,
+    NOTE_ANSWER_NOT_RETRIEVED,
+    NOTE_ANSWER_REPEATS_QUESTION,
+    NOTE_ANSWER_RETRIEVED,
+    NOTE_NO_ANSWER,
+    NOTE_NO_SEARCH,
+    NOTE_REPEATED_SEARCH,
+    render_distiller_masked_user,
+    render_distiller_system,
+    render_distiller_user,
+)
+from sesa_graph.scoring import echoes_question
 from tools.errors import ServiceError
 
 
@@ -53,10 +66,27 @@ def _chat_text(message: Any) -> str:
     return str(content)
 
 
-def build_messages(failure: PendingFailure, unhelpful: Sequence[Skill]) -> list[dict[str, str]]:
-    """The distiller's conversation for one queued failure: the question, what the rollout searched and
-    retrieved, how often its group succeeded, and the skills that did not help."""
+def build_messages(
+    failure: PendingFailure, unhelpful: Sequence[Skill], view: str = "full"
+) -> list[dict[str, str]]:
+    """The distiller's conversation for one queued failure. ``view`` 'full': the question, what the rollout
+    searched and retrieved, how often its group succeeded, and the skills that did not help; 'masked': the
+    question and searches with their names replaced by [X], what went wrong (:func:`failure_notes`) and the
+    skills that did not help (``memory.distiller_view``)."""
     r = failure.record
+    skills = [s.prompt_text() for s in unhelpful]
+    if view == "masked":
+        names = question_entities(r.question, r.golds, r.answer)
+        user = render_distiller_masked_user(
+            mask_entities(r.question, names),
+            [mask_entities(q, names) for q in r.searches],
+            failure_notes(r),
+            skills,
+        )
+        return [
+            {"role": "system", "content": render_distiller_system(CATEGORIES, masked=True)},
+            {"role": "user", "content": user},
+        ]
     evidence = [(str(d.get("title", "")), str(d.get("text", ""))) for d in r.evidence]
     return [
         {"role": "system", "content": render_distiller_system(CATEGORIES)},
@@ -67,12 +97,32 @@ def build_messages(failure: PendingFailure, unhelpful: Sequence[Skill]) -> list[
                 r.golds,
                 r.answer,
                 r.searches,
-                [s.prompt_text() for s in unhelpful],
+                skills,
                 evidence=evidence,
                 success_rate=r.group_success_rate,
             ),
         },
     ]
+
+
+def failure_notes(record: FailureRecord) -> list[str]:
+    """What went wrong in a failed rollout, read from its record: an answer that repeats the question or
+    none, whether the gold was in what its searches returned, no search or a repeated one."""
+    notes = []
+    if not (record.answer or "").strip():
+        notes.append(NOTE_NO_ANSWER)
+    elif echoes_question(record.answer, record.question, record.golds):
+        notes.append(NOTE_ANSWER_REPEATS_QUESTION)
+    read = " ".join(f"{d.get('title', '')} {d.get('text', '')}" for d in record.evidence).lower()
+    if not record.searches:
+        notes.append(NOTE_NO_SEARCH)
+    elif any(g.strip() and g.lower() in read for g in record.golds):
+        notes.append(NOTE_ANSWER_RETRIEVED)
+    else:
+        notes.append(NOTE_ANSWER_NOT_RETRIEVED)
+    if len(set(record.searches)) < len(record.searches):
+        notes.append(NOTE_REPEATED_SEARCH)
+    return notes
 
 
 async def call_distiller(
@@ -92,10 +142,17 @@ async def call_distiller(
         sampling = SamplingParams(
             max_tokens=config.distiller_max_tokens, temperature=config.distiller_temperature
         )
+        prefix = DISTILLER_REPLY_PREFIX if config.distiller_view == "masked" else ""
         try:
-            results = await client.generate(
-                [GenerationRequest(messages=m, sampling=sampling) for m in conversations]
-            )
+            requests = [
+                GenerationRequest(messages=m, sampling=sampling)
+                if not prefix
+                else GenerationRequest(
+                    prompt_ids=client.encode_messages(m) + client.encode_text(prefix), sampling=sampling
+                )
+                for m in conversations
+            ]
+            results = await client.generate(requests)
         except Exception as exc:  # noqa: BLE001 -- any client failure is a distiller error, reported
             return [exc] * len(conversations)
         if len(results) != len(conversations):  # zipped with the failures later: a short list would drop some
@@ -104,7 +161,7 @@ async def call_distiller(
             )
             return [error] * len(conversations)
         return [
-            r.text if isinstance(r.text, str) else DistillerError("a distiller reply without text")
+            prefix + r.text if isinstance(r.text, str) else DistillerError("a distiller reply without text")
             for r in results
         ]
     outs = await asyncio.gather(*(client.ainvoke(m) for m in conversations), return_exceptions=True)
@@ -186,7 +243,9 @@ def parse_skill_output(text: str) -> dict[str, Any] | None:
             fields = _canonical(obj)
             if "description" in fields:
                 return _normalize(fields)
-    fields = {}
+    fields = _salvage_json_fields(text)
+    if "description" in fields:
+        return _normalize(fields)
     for line in text.splitlines():
         lm = _LINE_RE.match(line)
         if lm:
@@ -194,6 +253,37 @@ def parse_skill_output(text: str) -> dict[str, Any] | None:
             if key and key not in fields:
                 fields[key] = lm.group(2)
     return _normalize(fields) if "description" in fields else None
+
+
+_QUOTED_FIELD_RE = re.compile(r'"([A-Za-z_ ]{3,24})"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_QUOTED_LIST_RE = re.compile(r'"(?:queries|query_templates|templates)"\s*:\s*\[', re.IGNORECASE)
+_QUOTED_ITEM_RE = re.compile(r'\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _salvage_json_fields(text: str) -> dict[str, Any]:
+    """The complete ``"key": "value"`` pairs of a JSON object that does not parse: a small model's reply
+    often breaks off mid-list (its token budget spent repeating one query) or puts a ';' between fields,
+    and the fields it finished are still its answer. A list cut off keeps the items that were closed."""
+    fields: dict[str, Any] = {}
+    for key, value in _QUOTED_FIELD_RE.findall(text):
+        name = _ALIASES.get(key.strip().lower().replace(" ", "_"))
+        if name and name not in fields:
+            fields[name] = _unescape(value)
+    listed = _QUOTED_LIST_RE.search(text)
+    if listed and "queries" not in fields:
+        items, at = [], listed.end()
+        while item := _QUOTED_ITEM_RE.match(text, at):  # templates hold '[slots]': no regex can skip to ']'
+            items.append(_unescape(item.group(1)))
+            at = item.end()
+        fields["queries"] = list(dict.fromkeys(items))
+    return fields
+
+
+def _unescape(value: str) -> str:
+    try:
+        return json.loads(f'"{value}"')
+    except json.JSONDecodeError:
+        return value
 
 
 def _normalize(fields: dict[str, Any]) -> dict[str, Any]:

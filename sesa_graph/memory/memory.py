@@ -64,6 +64,8 @@ class CommitReport:
     responses: int = 0
     still_queued: int = 0
     error: str | None = None
+    rejected_examples: list[dict] = field(default_factory=list)
+    """The first few rejected outputs: reason, question and the output's start (raw model text)."""
 
 
 @dataclass
@@ -333,6 +335,7 @@ class SkillMemory:
             responses=res.responses,
             still_queued=len(queue),
             error=res.error,
+            rejected_examples=res.rejected_examples,
         )
 
     def end_step(

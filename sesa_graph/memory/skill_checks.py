@@ -301,6 +301,24 @@ def question_entities(question: str, golds: Sequence[str] = (), answer: str | No
     return ents
 
 
+def mask_entities(text: str, entities: set[str], slot: str = "[X]") -> str:
+    """``text`` with every word of ``entities`` (as :func:`question_entities` gives them) replaced by
+    ``slot``, a run of them (and the spaces between) by one slot: what a distiller may see of a question
+    without being able to copy its names."""
+    out: list[str] = []
+    for part in re.split(r"([A-Za-z0-9][A-Za-z0-9'’\-]*)", text):
+        if part and part.lower().strip("'’-") in entities:
+            if out and out[-1] == slot:
+                continue
+            if len(out) >= 2 and out[-2] == slot and not out[-1].strip():
+                out.pop()
+                continue
+            out.append(slot)
+        elif part:
+            out.append(part)
+    return "".join(out)
+
+
 def check_candidate(
     fields: dict[str, Any] | None,
     failure: PendingFailure,

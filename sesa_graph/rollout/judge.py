@@ -27,12 +27,12 @@ from pydantic import BaseModel, ConfigDict
 
 from sesa_graph.policy.base import GenerationRequest, PolicyClient, SamplingParams
 from sesa_graph.prompts import judge_messages
-from sesa_graph.scoring import exact_match, f1_score
+from sesa_graph.scoring import echoes_question, exact_match, f1_score
 from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
-JudgeMethod = Literal["exact", "llm", "judge_unavailable", "none"]
+JudgeMethod = Literal["exact", "echo", "llm", "judge_unavailable", "none"]
 
 
 class JudgeUnavailableError(ServiceError):
@@ -43,7 +43,8 @@ class Verdict(BaseModel):
     """One judgment; its fields are logged as metrics and ``rewards.solver_reward`` maps it to a reward.
 
     ``method`` says what decided it: ``exact`` = exact match (a hit, or a miss when no LLM judge is
-    configured); ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    configured); ``echo`` = a miss that only repeats words of the question and shares none with a gold
+    answer (``scoring.echoes_question``), Wrong without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
     without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
@@ -142,6 +143,8 @@ class Judge:
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="none"))
             elif em == 1.0 or self.model is None:
                 verdicts.append(Verdict(correct=em == 1.0, score=em, em=em, f1=f1, method="exact"))
+            elif echoes_question(it.prediction, it.question, it.golds):
+                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="echo"))
             else:
                 verdicts.append(None)
                 pending.append(i)

@@ -242,3 +242,20 @@ async def test_any_ainvoke_model_judges():
     assert v.method == "judge_unavailable" and judge.unavailable_count == 1  # an empty reply: no verdict
     assert model.seen[0][0].type == "system" and "Milan" in model.seen[0][-1].content
     assert [m.type for m in model.seen[0][1:3]] == ["human", "ai"]  # the worked examples as earlier turns
+
+
+async def test_an_answer_that_echoes_the_question_is_wrong_without_a_call():
+    """Real solver answers of the labelled set that only repeat the question are Wrong by rule; one sharing a
+    word with a gold still goes to the model."""
+    policy = ScriptedPolicy(["Correct"])
+    judge = Judge(policy)
+    q = "what is the common name for gravitational force?"
+    verdicts = await judge.judge_many(
+        [
+            (q, "gravitational force", ["Gravity", "Gravity, or gravitation"]),
+            ("Who was older, John Adams or Thomas Jefferson?", "Jefferson", ["Thomas Jefferson"]),
+        ]
+    )
+    assert [(v.method, v.correct) for v in verdicts] == [("echo", False), ("llm", True)]
+    assert len(policy.calls[0]) == 1 and judge.llm_count == 1
+    assert (await Judge(None).judge(q, "gravitational force", ["Gravity"])).method == "exact"  # no model: EM
