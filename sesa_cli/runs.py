@@ -12,7 +12,7 @@ Both read only what runs and evals write (see :mod:`sesa_runs.load`). Mount them
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -65,11 +65,8 @@ def trace_command(
 ) -> None:
     """Show one rollout turn by turn (reasoning, searches and their documents, skills, answer, verdict, gold),
     or list a run's / eval's rollouts with their ids."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from sesa_runs.load import open_dir, select
-    from sesa_runs.outputs import output_file, writing
+    from sesa_runs.load import open_dir
+    from sesa_runs.outputs import output_file
 
     if limit < 1:
         raise UserError(f"--limit must be a positive count of rollouts, got {limit}")
@@ -79,32 +76,47 @@ def trace_command(
     path = shown(run, ID_CHARS, one_line=True)
     obj = open_dir(run)  # (a RunNotFoundError is reported by the app, like every user error)
     if rollout is None:
-        df = obj.rollouts(uncommitted=True) if obj.kind == "run" else obj.records()
-        df = select(df, role=role, status=status, failure=failure)
-        if df.empty:
-            console.print(f"{path}: no rollouts match (yet)", markup=False)
-            return
-        # every cell and the title are Text: questions, ids and paths are data, never rich markup
-        t = Table(
-            title=Text(f"{path}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else ""))
-        )
-        last = df.tail(limit)
-        for col in ("id", "outcome", "reward", "skills"):
-            t.add_column(col, no_wrap=True)
-        wide = console.width >= 100
-        if wide:
-            t.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
-        for r in last.itertuples():
-            outcome = (
-                r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
-            )
-            question = str(r.question or "") or f"(target: {r.target})"
-            reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
-            cells = [str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else [])]
-            t.add_row(*(Text(shown(c, ID_CHARS, one_line=True)) for c in cells))
-        console.print(t)
-        console.print(f"show one: sesa trace {path} --rollout ID", markup=False)
+        _list_rollouts(obj, path, role, status, failure, limit)
+    else:
+        _show_rollout(obj, rollout, plain, html)
+
+
+def _list_rollouts(
+    obj: Any, path: str, role: str | None, status: str | None, failure: str | None, limit: int
+) -> None:
+    """A table of the last ``limit`` rollouts that pass the filters: id, outcome, reward, skills, question."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sesa_runs.load import select
+
+    df = obj.rollouts(uncommitted=True) if obj.kind == "run" else obj.records()
+    df = select(df, role=role, status=status, failure=failure)
+    if df.empty:
+        console.print(f"{path}: no rollouts match (yet)", markup=False)
         return
+    # every cell and the title are Text: questions, ids and paths are data, never rich markup
+    t = Table(title=Text(f"{path}: {len(df)} rollouts" + (f", the last {limit}" if len(df) > limit else "")))
+    last = df.tail(limit)
+    for col in ("id", "outcome", "reward", "skills"):
+        t.add_column(col, no_wrap=True)
+    wide = console.width >= 100
+    if wide:
+        t.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
+    for r in last.itertuples():
+        outcome = r.failure if r.role == "solver" else ("valid" if r.valid else f"invalid {r.invalid_reason}")
+        question = str(r.question or "") or f"(target: {r.target})"
+        reward = f"{r.reward:.2f}" if r.reward == r.reward and r.reward is not None else ""
+        cells = [str(r.id), str(outcome), reward, str(len(r.skill_ids)), *([question] if wide else [])]
+        t.add_row(*(Text(shown(c, ID_CHARS, one_line=True)) for c in cells))
+    console.print(t)
+    console.print(f"show one: sesa trace {path} --rollout ID", markup=False)
+
+
+def _show_rollout(obj: Any, rollout: str, plain: bool, html: Path | None) -> None:
+    """One rollout turn by turn on the terminal, and as an HTML file with --html."""
+    from sesa_runs.outputs import writing
+
     try:
         tr = obj.trace(rollout)
     except KeyError as exc:  # an unknown id: the message lists the near ones
