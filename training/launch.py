@@ -155,21 +155,11 @@ def train(
 
 def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
-    from sesa_graph.corpus.targets import check_pool
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
-    from training.tracking import check_tracker
 
-    check_tracker(cfg.train.report_to)
-    check_gpu_plan(cfg)
-    check_pool(cfg.train.target_pool)  # a missing or bad pool file stops here, before servers and trainers
-    if start >= cfg.train.steps:
-        if all((run_dir / "policies" / r / ".complete").exists() for r in ROLES):
-            console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
-            return run_dir
-        console.print(
-            f"{run_dir}: all {cfg.train.steps} steps are committed, but not the trainers' last update: running it"
-        )
+    if _nothing_to_run(cfg, run_dir, start):
+        return run_dir
     ensure_models(cfg)
     console.print(
         f"run [bold]{run_dir}[/] - steps {start}..{cfg.train.steps - 1} - config {run_dir / 'config.yaml'}"
@@ -219,16 +209,9 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
         phases["last_update_s"] = round(time.time() - t_last, 1)
         SyncDir(run_dir).clear_weights()
     except BaseException as exc:
-        dead = trainers.dead() if trainers is not None else None  # before stopping them: not the cause
-        dead = dead or coord.trainer_trouble()
-        reason = f"{type(exc).__name__}: {exc}"
-        SyncDir(run_dir).stop(reason)
-        coord.stop(reason)
-        if trainers is not None:
-            trainers.stop()
+        cause = _stop_trainers(exc, run_dir, coord, trainers)
         if isinstance(exc, (KeyboardInterrupt, SystemExit, UserError)):
             raise
-        cause = str(exc) if dead is None or dead in str(exc) else dead
         _log_traceback(run_dir, exc)
         raise TrainingStopped(run_dir, cause) from exc
     finally:
@@ -246,6 +229,38 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print_json(json.dumps(summary))
     return run_dir
+
+
+def _nothing_to_run(cfg: RunConfig, run_dir: Path, start: int) -> bool:
+    """The checks before anything starts (tracker, GPU plan, target pool); True when every step and the
+    trainers' last update are done already."""
+    from sesa_graph.corpus.targets import check_pool
+    from training.tracking import check_tracker
+
+    check_tracker(cfg.train.report_to)
+    check_gpu_plan(cfg)
+    check_pool(cfg.train.target_pool)  # a missing or bad pool file stops here, before servers and trainers
+    if start >= cfg.train.steps:
+        if all((run_dir / "policies" / r / ".complete").exists() for r in ROLES):
+            console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
+            return True
+        console.print(
+            f"{run_dir}: all {cfg.train.steps} steps are committed, but not the trainers' last update: running it"
+        )
+    return False
+
+
+def _stop_trainers(exc: BaseException, run_dir: Path, coord: Any, trainers: Any) -> str:
+    """After ``exc`` stopped the run: tell the trainers (sync dir and coordinator) and stop local ones; the
+    cause to report is a trainer that died first, when there is one (the error then is only its echo)."""
+    dead = trainers.dead() if trainers is not None else None  # before stopping them: not the cause
+    dead = dead or coord.trainer_trouble()
+    reason = f"{type(exc).__name__}: {exc}"
+    SyncDir(run_dir).stop(reason)
+    coord.stop(reason)
+    if trainers is not None:
+        trainers.stop()
+    return str(exc) if dead is None or dead in str(exc) else dead
 
 
 def show_steps(orch: Any, start: int, alive: Any, rows: list[dict[str, Any]], steps: int, t0: float) -> None:
