@@ -84,23 +84,7 @@ def build_app(policy: LocalPolicy, served_name: str | None = None) -> FastAPI:
         check_model(req, served)
         ids = prompt_ids(req, policy.encode_text, policy.check_prompt_ids)
         res = await _generate(policy, ids, req, "prompt", COMPLETION_DEFAULT_MAX_TOKENS)
-        choice: dict[str, Any] = {
-            "index": 0,
-            "text": _text(res, req.include_stop_str_in_output),
-            "logprobs": None,
-            "finish_reason": _finish(res),
-            "stop_reason": res.stop_string,
-        }
-        if req.logprobs is not None:
-            choice["logprobs"] = {
-                "tokens": [policy.tokenizer.decode([t]) for t in res.token_ids],
-                "token_logprobs": res.logprobs,
-                "top_logprobs": None,
-                "text_offset": None,
-            }
-        if req.return_token_ids:  # on the choice, where vLLM puts them
-            choice["token_ids"] = res.token_ids
-            choice["prompt_token_ids"] = ids
+        choice = _completion_choice(policy, req, res, ids)
         body = _envelope("cmpl", "text_completion", served, res)
         if req.stream:
             return StreamingResponse(_sse(body, choice, req, chat=False), media_type="text/event-stream")
@@ -112,28 +96,58 @@ def build_app(policy: LocalPolicy, served_name: str | None = None) -> FastAPI:
         check_model(req, served)
         ids = _render_chat(policy, req)
         res = await _generate(policy, ids, req, "messages", None)
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": _text(res, req.include_stop_str_in_output)},
-            "logprobs": None,
-            "finish_reason": _finish(res),
-            "stop_reason": res.stop_string,
-        }
-        if req.logprobs:
-            content = []
-            for t, lp in zip(res.token_ids, res.logprobs):
-                tok = policy.tokenizer.decode([t])
-                content.append({"token": tok, "logprob": lp, "bytes": list(tok.encode()), "top_logprobs": []})
-            choice["logprobs"] = {"content": content}
-        if req.return_token_ids:
-            choice["token_ids"] = res.token_ids
-            choice["prompt_token_ids"] = ids
+        choice = _chat_choice(policy, req, res, ids)
         body = _envelope("chatcmpl", "chat.completion", served, res)
         if req.stream:
             return StreamingResponse(_sse(body, choice, req, chat=True), media_type="text/event-stream")
         return {**body, "choices": [choice]}
 
     return app
+
+
+def _completion_choice(
+    policy: LocalPolicy, req: CompletionRequest, res: Any, ids: list[int]
+) -> dict[str, Any]:
+    """The one choice of a /v1/completions reply, with logprobs and token ids when asked, as vLLM gives them."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": _text(res, req.include_stop_str_in_output),
+        "logprobs": None,
+        "finish_reason": _finish(res),
+        "stop_reason": res.stop_string,
+    }
+    if req.logprobs is not None:
+        choice["logprobs"] = {
+            "tokens": [policy.tokenizer.decode([t]) for t in res.token_ids],
+            "token_logprobs": res.logprobs,
+            "top_logprobs": None,
+            "text_offset": None,
+        }
+    if req.return_token_ids:  # on the choice, where vLLM puts them
+        choice["token_ids"] = res.token_ids
+        choice["prompt_token_ids"] = ids
+    return choice
+
+
+def _chat_choice(policy: LocalPolicy, req: ChatRequest, res: Any, ids: list[int]) -> dict[str, Any]:
+    """The one choice of a /v1/chat/completions reply, with logprobs and token ids when asked."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": _text(res, req.include_stop_str_in_output)},
+        "logprobs": None,
+        "finish_reason": _finish(res),
+        "stop_reason": res.stop_string,
+    }
+    if req.logprobs:
+        content = []
+        for t, lp in zip(res.token_ids, res.logprobs):
+            tok = policy.tokenizer.decode([t])
+            content.append({"token": tok, "logprob": lp, "bytes": list(tok.encode()), "top_logprobs": []})
+        choice["logprobs"] = {"content": content}
+    if req.return_token_ids:
+        choice["token_ids"] = res.token_ids
+        choice["prompt_token_ids"] = ids
+    return choice
 
 
 def _render_chat(policy: LocalPolicy, req: ChatRequest) -> list[int]:
