@@ -262,70 +262,18 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
     # a model no role calls is never started (an opt-in one, e.g. tiny-cpu's qwen, included)
     needed = set(needed_models(cfg))
     served = {f"models.{n}": ep.serve for n, ep in cfg.models.items() if ep.serve is not None and n in needed}
-    visible = {f"models.{n}": ep.cuda_visible_devices for n, ep in cfg.models.items()}
     on_gpu = any(p.device.startswith("cuda") for p in [*policies.values(), *served.values()])
-    cap = gpu_capacity_gib(cfg, gpu_gib) if on_gpu else None
     external = cfg.cluster.trainers == "external"
-    nodes = cfg.cluster.trainer_nodes if external else 1
-    devices: dict[tuple[str, str], DevicePlan] = {}
-    notes: list[str] = []
-    problems: list[str] = []
-
-    def put(node: str, where: str, proc: Process) -> None:
-        d = devices.setdefault((node, where), DevicePlan(where, None if where == "host" else cap, node=node))
-        d.processes.append(proc)
-
-    def place(spec: str | None, device: str, what: str, key: str, count: int = 1) -> list[str]:
-        if not device.startswith("cuda"):
-            return ["host"] * count
-        ids = [g.strip() for g in (spec or "").split(",") if g.strip()]
-        if not ids:  # the process sees every GPU and takes its device's index (cuda = cuda:0)
-            first = int(device.split(":", 1)[1]) if ":" in device else 0
-            ids = [str(first + r) for r in range(count)]
-            notes.append(f"{what}: no {key}, so assumed on GPU {', '.join(ids)} (device {device!r})")
-        return [f"GPU {i}" for i in ids]
-
-    servers = [
-        (role, p, cfg.train.vllm_gpus.get(role), f"train.vllm_gpus.{role}") for role, p in policies.items()
-    ]
-    servers += [(name, p, visible[name], f"{name}.cuda_visible_devices") for name, p in served.items()]
-    home = "orchestrator" if external else ""  # `sesa train` starts every server on its own node
-    for who, p, spec, key in servers:
-        if p.backend == "openai":
-            notes.append(f"{who}: an endpoint run outside sesa ({p.base_url}); not in this plan")
-            continue
-        name = f"{who} vllm server" if p.backend == "vllm" else f"{who} in-process"
-        where = place(spec if p.backend == "vllm" else None, p.device, name, key)
-        shape = model_shape(p.model, embedded=where == ["host"])
-        shares, tp, note = server_layout(p, where, name, key)
-        notes += [note] if note else []
-        parts, detail, problem = server(shape, p, None if where == ["host"] else cap, tp)
-        detail += f"; tensor parallel over {tp}" if tp > 1 else ""
-        for r, share in enumerate(shares):
-            label = f"{name} replica {r + 1}/{len(shares)}" if len(shares) > 1 else name
-            for w in share:
-                put(home, w, Process(label, p.model, parts, detail))
-        if problem:
-            problems.append(f"{(home + ' ') if home else ''}{name} on {', '.join(where)}: {problem}")
-    for role, p in policies.items():
-        model, ranks = (p.model if p.backend == "local" else p.train_model or p.model), cfg.train.ranks(role)
-        per_node = max(1, ranks // nodes)  # check_train_layout refuses ranks that nodes do not divide
-        spec, key = cfg.train.trainer_gpus.get(role), f"train.trainer_gpus.{role}"
-        what = f"{role} trainer" + (" on each trainer node" if external else "")
-        where = place(spec, p.device, what, key, per_node)
-        parts, detail = trainer_rank(  # FSDP2 shards over all the job's ranks, whichever node they are on
-            model_shape(model, embedded=where[0] == "host"), cfg.train, ranks, where[0] != "host"
-        )
-        for n in range(nodes):
-            for i in range(per_node):
-                proc = Process(f"{role} trainer rank {n * per_node + i}/{ranks}", model, parts, detail)
-                put(f"trainer node {n}" if external else "", where[i % len(where)], proc)
+    layout = _Layout(gpu_capacity_gib(cfg, gpu_gib) if on_gpu else None)
+    _place_servers(cfg, layout, policies, served, home="orchestrator" if external else "")
+    _place_trainers(cfg, layout, policies, external)
 
     def order(d: DevicePlan) -> tuple:
         node = int(d.node.rsplit(" ", 1)[1]) + 1 if d.node.startswith("trainer node") else 0
         return node, d.device == "host", int(d.device[4:]) if d.device[4:].isdigit() else 0
 
-    ordered = sorted(devices.values(), key=order)
+    ordered = sorted(layout.devices.values(), key=order)
+    notes = layout.notes
     if not on_gpu:
         notes.append("no process of this config is on a CUDA device, so there is no GPU plan")
     else:
@@ -338,7 +286,80 @@ def plan(cfg: RunConfig, gpu_gib: float | None = None) -> MemoryPlan:
     for d in ordered:
         if d.capacity_gib and d.device != "host" and 0 <= (d.headroom or 0) < 0.05 * d.capacity_gib:
             notes.append(f"{d.label}: under 5% headroom, and no GPU run has measured these estimates")
-    return MemoryPlan(ordered, notes, problems)
+    return MemoryPlan(ordered, notes, layout.problems)
+
+
+class _Layout:
+    """The plan as it is built: the processes on each (node, device), with the notes and problems so far."""
+
+    def __init__(self, cap: float | None) -> None:
+        self.cap = cap
+        self.devices: dict[tuple[str, str], DevicePlan] = {}
+        self.notes: list[str] = []
+        self.problems: list[str] = []
+
+    def put(self, node: str, where: str, proc: Process) -> None:
+        key = (node, where)
+        d = self.devices.setdefault(key, DevicePlan(where, None if where == "host" else self.cap, node=node))
+        d.processes.append(proc)
+
+    def place(self, spec: str | None, device: str, what: str, key: str, count: int = 1) -> list[str]:
+        """The devices ``count`` processes on ``device`` take: the GPUs ``spec`` lists, else from the
+        device's index on (noted), or the host."""
+        if not device.startswith("cuda"):
+            return ["host"] * count
+        ids = [g.strip() for g in (spec or "").split(",") if g.strip()]
+        if not ids:  # the process sees every GPU and takes its device's index (cuda = cuda:0)
+            first = int(device.split(":", 1)[1]) if ":" in device else 0
+            ids = [str(first + r) for r in range(count)]
+            self.notes.append(f"{what}: no {key}, so assumed on GPU {', '.join(ids)} (device {device!r})")
+        return [f"GPU {i}" for i in ids]
+
+
+def _place_servers(cfg: RunConfig, layout: _Layout, policies: dict, served: dict, home: str) -> None:
+    """The policies' servers (train.vllm_gpus) and the fixed models' (models.NAME.cuda_visible_devices),
+    all on ``home``, the node `sesa train` runs on; an endpoint run outside sesa is only noted."""
+    visible = {f"models.{n}": ep.cuda_visible_devices for n, ep in cfg.models.items()}
+    servers = [
+        (role, p, cfg.train.vllm_gpus.get(role), f"train.vllm_gpus.{role}") for role, p in policies.items()
+    ]
+    servers += [(name, p, visible[name], f"{name}.cuda_visible_devices") for name, p in served.items()]
+    cap = layout.cap
+    for who, p, spec, key in servers:
+        if p.backend == "openai":
+            layout.notes.append(f"{who}: an endpoint run outside sesa ({p.base_url}); not in this plan")
+            continue
+        name = f"{who} vllm server" if p.backend == "vllm" else f"{who} in-process"
+        where = layout.place(spec if p.backend == "vllm" else None, p.device, name, key)
+        shape = model_shape(p.model, embedded=where == ["host"])
+        shares, tp, note = server_layout(p, where, name, key)
+        layout.notes += [note] if note else []
+        parts, detail, problem = server(shape, p, None if where == ["host"] else cap, tp)
+        detail += f"; tensor parallel over {tp}" if tp > 1 else ""
+        for r, share in enumerate(shares):
+            label = f"{name} replica {r + 1}/{len(shares)}" if len(shares) > 1 else name
+            for w in share:
+                layout.put(home, w, Process(label, p.model, parts, detail))
+        if problem:
+            layout.problems.append(f"{(home + ' ') if home else ''}{name} on {', '.join(where)}: {problem}")
+
+
+def _place_trainers(cfg: RunConfig, layout: _Layout, policies: dict, external: bool) -> None:
+    """Each trainer rank (train.trainer_gpus): on this machine, or an equal share on each trainer node."""
+    nodes = cfg.cluster.trainer_nodes if external else 1
+    for role, p in policies.items():
+        model, ranks = (p.model if p.backend == "local" else p.train_model or p.model), cfg.train.ranks(role)
+        per_node = max(1, ranks // nodes)  # check_train_layout refuses ranks that nodes do not divide
+        spec, key = cfg.train.trainer_gpus.get(role), f"train.trainer_gpus.{role}"
+        what = f"{role} trainer" + (" on each trainer node" if external else "")
+        where = layout.place(spec, p.device, what, key, per_node)
+        parts, detail = trainer_rank(  # FSDP2 shards over all the job's ranks, whichever node they are on
+            model_shape(model, embedded=where[0] == "host"), cfg.train, ranks, where[0] != "host"
+        )
+        for n in range(nodes):
+            for i in range(per_node):
+                proc = Process(f"{role} trainer rank {n * per_node + i}/{ranks}", model, parts, detail)
+                layout.put(f"trainer node {n}" if external else "", where[i % len(where)], proc)
 
 
 def cluster_notes(cfg: RunConfig, on_gpu: bool) -> list[str]:
