@@ -3,6 +3,7 @@ package that imports typer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
@@ -89,19 +90,28 @@ def warmup_command(
         compute_dtype=compute_dtype.value,
         echo=echo,
     )
-    summary = read_summary(path) if (path / SUMMARY).exists() else {}
     console.print(Text(shown(path, None, one_line=True), style="bold"))
-    for key in (
-        "base_model",
-        "examples",
-        "epochs",
-        "steps",
-        "compute_dtype",
-        "first_loss",
-        "final_loss",
-        "train_loss",
-        "seconds",
-    ):
+    _print_summary(path, model, echo)
+
+
+# what `sesa warmup` prints of the warm-up's summary (warmup.json), in this order
+SHOWN = (
+    "base_model",
+    "examples",
+    "epochs",
+    "steps",
+    "compute_dtype",
+    "first_loss",
+    "final_loss",
+    "train_loss",
+    "seconds",
+)
+
+
+def _print_summary(path: Path, model: str, echo: Callable[[object], None]) -> None:
+    """The warm model's summary lines and the policy model name that uses it."""
+    summary = read_summary(path) if (path / SUMMARY).exists() else {}
+    for key in SHOWN:
         if key in summary:
             echo(f"  {key}: {summary[key]}")
     if model == EMBEDDED:
