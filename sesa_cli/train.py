@@ -59,7 +59,37 @@ def train(
     from training.launch import train as run_train
 
     setup_logging(verbose)
-    ov = parse_overrides(set_)
+    ov, flags = _flag_overrides(
+        parse_overrides(set_), name, steps, bank, report_to, proposer_reward, no_priming, engine
+    )
+    cfg = None
+    if resume is None:
+        cfg, rows = resolve_config(config, ov, flags)
+        typer.echo("# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)")
+        print_settings(rows)
+    else:
+        ov, flags = _resume_overrides(resume, config, runs_dir, ov, flags)
+    from training.launch import TrainingStopped
+
+    try:
+        run_train(cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags)
+    except TrainingStopped as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _flag_overrides(
+    ov: dict,
+    name: str | None,
+    steps: int | None,
+    bank: str | None,
+    report_to: str | None,
+    proposer_reward: str | None,
+    no_priming: bool,
+    engine: str | None,
+) -> tuple[dict, dict[str, str]]:
+    """The config overrides the switches of `sesa train` make, on top of --set's (``ov``), and the flag that
+    made each (what the settings table says the value came from)."""
     flags: dict[str, str] = {}
     for key, val, flag in (
         ("name", name, "--name"),
@@ -78,20 +108,7 @@ def train(
     if engine is not None:
         for key in ("solver_policy.backend", "proposer_policy.backend"):
             ov[key], flags[key] = check_engine(engine), "--engine"
-    cfg = None
-    if resume is None:
-        cfg, rows = resolve_config(config, ov, flags)
-        typer.echo("# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)")
-        print_settings(rows)
-    else:
-        ov, flags = _resume_overrides(resume, config, runs_dir, ov, flags)
-    from training.launch import TrainingStopped
-
-    try:
-        run_train(cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags)
-    except TrainingStopped as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+    return ov, flags
 
 
 def _resume_overrides(
