@@ -326,43 +326,56 @@ def check_train_layout(cfg: RunConfig) -> None:
     groups = {"solver": ("train.questions_per_step", t.questions_per_step)}
     groups["proposer"] = ("train.targets_per_step", t.targets_per_step)
     for role in ROLES:
-        ranks, (key, n) = t.ranks(role), groups[role]
-        if ranks > 1 and not t.trainer_launcher:
+        _check_ranks(cfg, role, *groups[role])
+    _check_reload_reach(cfg)
+    _check_weights(cfg)
+    _check_ports(cfg)
+
+
+def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
+    """A role's trainer ranks against its launcher, its ``n`` groups a step (``key``), the trainer nodes, its
+    GPUs and the updates a step."""
+    t, ranks = cfg.train, cfg.train.ranks(role)
+    if ranks > 1 and not t.trainer_launcher:
+        raise ValueError(
+            f"the {role} trainer has {ranks} ranks but train.trainer_launcher is empty: set it to [torchrun] "
+            f"or [accelerate, launch], or give train.trainer_ranks.{role}: 1"
+        )
+    if n % ranks:
+        raise ValueError(
+            f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
+            f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
+        )
+    nodes = cfg.cluster.trainer_nodes
+    if nodes > 1 and role not in t.trainer_ranks:
+        raise ValueError(
+            f"cluster.trainer_nodes is {nodes}: give train.trainer_ranks.{role}, the {role} job's ranks over "
+            "all its nodes"
+        )
+    if ranks % nodes:
+        raise ValueError(
+            f"train.trainer_ranks.{role} is {ranks}, which cluster.trainer_nodes={nodes} does not divide; "
+            "each trainer node runs an equal share of a job's ranks"
+        )
+    pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+    gpus = t.trainer_gpus.get(role)
+    if pcfg.device.startswith("cuda") and gpus and role in t.trainer_ranks:
+        count = len([g for g in gpus.split(",") if g.strip()])
+        if count * nodes != ranks:
             raise ValueError(
-                f"the {role} trainer has {ranks} ranks but train.trainer_launcher is empty: set it to [torchrun] "
-                f"or [accelerate, launch], or give train.trainer_ranks.{role}: 1"
+                f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
+                f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
             )
-        if n % ranks:
-            raise ValueError(
-                f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
-                f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
-            )
-        nodes = cfg.cluster.trainer_nodes
-        if nodes > 1 and role not in t.trainer_ranks:
-            raise ValueError(
-                f"cluster.trainer_nodes is {nodes}: give train.trainer_ranks.{role}, the {role} job's ranks over "
-                "all its nodes"
-            )
-        if ranks % nodes:
-            raise ValueError(
-                f"train.trainer_ranks.{role} is {ranks}, which cluster.trainer_nodes={nodes} does not divide; "
-                "each trainer node runs an equal share of a job's ranks"
-            )
-        pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
-        gpus = t.trainer_gpus.get(role)
-        if pcfg.device.startswith("cuda") and gpus and role in t.trainer_ranks:
-            count = len([g for g in gpus.split(",") if g.strip()])
-            if count * nodes != ranks:
-                raise ValueError(
-                    f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
-                    f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
-                )
-        batch = n * (cfg.solver.group_size if role == "solver" else 1)
-        if (batch // ranks) % t.updates_per_step:
-            raise ValueError(
-                f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
-                f"each of its {ranks} rank(s) trains on a step ({key}): each update takes an equal minibatch"
-            )
+    batch = n * (cfg.solver.group_size if role == "solver" else 1)
+    if (batch // ranks) % t.updates_per_step:
+        raise ValueError(
+            f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
+            f"each of its {ranks} rank(s) trains on a step ({key}): each update takes an equal minibatch"
+        )
+
+
+def _check_reload_reach(cfg: RunConfig) -> None:
+    """Reloaded policy servers elsewhere must reach the coordinator they fetch each step's weights from."""
     remote = [
         f"{name}.base_url"
         for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
@@ -378,6 +391,11 @@ def check_train_layout(cfg: RunConfig) -> None:
                 f"which they cannot reach at cluster.coordinator_host {cfg.cluster.coordinator_host!r}: give this "
                 "node's private address (with cluster.allow_remote: true)"
             )
+
+
+def _check_weights(cfg: RunConfig) -> None:
+    """cluster.weights against train.use_vllm: NCCL transfer needs vLLM server mode, which sends them itself."""
+    t = cfg.train
     weights = cfg.cluster.weights
     if weights == "nccl" and not t.use_vllm:
         raise ValueError(
@@ -389,6 +407,11 @@ def check_train_layout(cfg: RunConfig) -> None:
             f"train.use_vllm pushes the weights over NCCL itself; cluster.weights {weights!r} would send them "
             "a second way: set cluster.weights to nccl (or auto)"
         )
+
+
+def _check_ports(cfg: RunConfig) -> None:
+    """No trainer job's rendezvous port is a policy server's or the coordinator's."""
+    t = cfg.train
     taken = {
         f"{name}.port": p.port
         for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
