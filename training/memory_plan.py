@@ -379,7 +379,7 @@ def cluster_notes(cfg: RunConfig, on_gpu: bool) -> list[str]:
     sizes, sent = {}, {}
     for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
         model = p.model if p.backend == "local" else p.train_model or p.model
-        # published in the rollout policy's dtype when narrower (training.trainer.publish_state)
+        # published in the rollout policy's dtype when narrower (training.step_feed.publish_state)
         sent[role] = min(DTYPE_BYTES[t.param_dtype], DTYPE_BYTES[p.dtype])
         sizes[role] = model_shape(model, embedded=not on_gpu).params * sent[role] / GIB
     each, total = " + ".join(f"{role} {gib:.1f}" for role, gib in sizes.items()), sum(sizes.values())

@@ -24,7 +24,6 @@ weights, after the ranks agree on them (FSDP2: the gathered full state dict). We
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import os
@@ -40,9 +39,9 @@ from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
 from training.grpo_update import grpo_trainer_class
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
+from training.step_feed import StepFeed, send_weights
 from training.sync import PeerDiedError, SyncDir
 from training.tracking import tensorboard_dir
-from training.trainer_rows import last_update, rows_for_training
 from training.trainer_setup import Setup, cleanup_sent, come_up, shared_checkpoint
 
 log = logging.getLogger("sesa.trainer")
@@ -160,57 +159,6 @@ def grpo_config_kwargs(
     )
 
 
-def rank_slice(rows: dict[str, list], rank: int, world: int) -> dict[str, list]:
-    """Rank ``rank``'s contiguous share of a step's rows (whole groups when the config's checks held).
-
-    >>> rank_slice({"reward": [1, 2, 3, 4]}, 1, 2)
-    {'reward': [3, 4]}
-    """
-    n = len(rows["reward"]) // world
-    return {k: v[rank * n : (rank + 1) * n] for k, v in rows.items()}
-
-
-def fingerprint(state: dict[str, Any]) -> float:
-    """A float64 sum over every weight: equal on ranks that hold the same model (DDP keeps them so)."""
-    import torch
-
-    return float(sum(t.detach().double().sum() for t in state.values() if torch.is_floating_point(t)))
-
-
-def publish_state(
-    sync: SyncDir, role: str, step: int, model: Any, state: dict, rank: Rank, serve_dtype: Any = None
-) -> Path | None:
-    """Rank 0 writes the full ``state`` (gathered by every rank before) as version ``step`` and returns its
-    directory; the other ranks write nothing, so one directory never has two writers. Floating weights are
-    written in ``serve_dtype`` when that is narrower: the rollout policy would round them on loading anyway,
-    and half the bytes cross the network (fp32 master weights of an 8B model are 30.5 GiB, bf16 15.3)."""
-    if not rank.main:
-        return None
-    # a gathered state dict holds a tied weight twice; the file, like save_pretrained's own, holds it once
-    tied = getattr(model, "all_tied_weights_keys", None) or {}
-    state = {k: v for k, v in state.items() if k not in tied}
-    if serve_dtype is not None:
-        state = {
-            k: v.to(serve_dtype) if v.is_floating_point() and v.element_size() > serve_dtype.itemsize else v
-            for k, v in state.items()
-        }
-    return sync.publish_weights(
-        role, step, lambda d: model.save_pretrained(d, state_dict=state, safe_serialization=True)
-    )
-
-
-def send_weights(link: Any, transport: str, role: str, step: int, path: Path | None) -> dict[str, Any]:
-    """The ready message's ``weights``: where the orchestrator finds version ``step``."""
-    if transport == "file":
-        return {"kind": "file", "path": str(path), "version": step}
-    if transport == "store":
-        from sesa_graph.weights_wire import put_dir
-
-        prefix = f"weights/{role}/{step}"
-        return {"kind": "store", "prefix": prefix, "bytes": put_dir(link.store, prefix, path, step)}
-    return {"kind": "nccl", "version": step}  # TRL pushed them into the vLLM server itself
-
-
 def latest_checkpoint(out_dir: Path) -> str | None:
     """The newest complete checkpoint; newer incomplete ones are removed.
 
@@ -297,29 +245,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
+    """Train ``role``'s policy with TRL's GRPO for the run's steps on the trajectories the orchestrator
+    commits, publishing its weights before each step's rollouts; then save the final policy."""
     cfg, link = setup.cfg, setup.link
-    sync = SyncDir(workdir)
     transport = cfg.cluster.weight_transport(cfg.train.use_vllm)
 
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from sesa_graph.embedded import resolve_policy_model
     from sesa_graph.precision import resolve_compute_dtype
     from training.warmup.sft import trained_positions_only
 
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     on_cpu = pcfg.device == "cpu"
     if on_cpu:
-        from sesa_graph.policy.local import keep_freed_memory
-
-        torch.set_num_threads(cfg.train.trainer_threads)
-        torch.set_flush_denormal(True)
-        keep_freed_memory()
-        if cfg.train.sharding == "fsdp2" and rank.world > 1 and rank.main:
-            log.warning("train.sharding fsdp2: accelerate runs FSDP on GPUs only; these CPU ranks run DDP")
+        _cpu_setup(cfg, rank)
     batch, _ = batch_shape(cfg, role)
     out_dir = workdir / "checkpoints" / role
     if cfg.train.report_to == "tensorboard" and rank.main:
@@ -328,9 +268,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(tensorboard_dir(workdir, role))
     compute = resolve_compute_dtype(cfg.train.compute_dtype, pcfg.device)
     grpo = GRPOConfig(**grpo_config_kwargs(cfg, role, out_dir, rank.world, compute))
-    path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.train.param_dtype))
+    tokenizer, model = _load_policy(cfg, pcfg)
     if rank.main:
         log.info(
             "%d rank(s), %s master weights, %s compute, %d rollouts a step (%d a rank), weights by %s",
@@ -341,67 +279,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
             batch // rank.world,
             transport,
         )
-
-    def publish(trainer: Any, step: int) -> None:
-        """Every rank joins the gather (FSDP2) or the check that all hold the same weights (DDP); rank 0
-        writes them and tells the orchestrator where they are."""
-        acc = trainer.accelerator
-        state = acc.get_state_dict(trainer.model_wrapped) if transport != "nccl" else {}
-        if rank.world > 1 and cfg.train.sharding == "none" and state:
-            prints = acc.gather(torch.tensor([fingerprint(state)], dtype=torch.float64)).tolist()
-            if len(set(prints)) > 1:
-                raise RuntimeError(
-                    f"step {step}: the {role} trainer's ranks hold different weights: {prints}"
-                )
-        where = (
-            publish_state(
-                sync,
-                role,
-                step,
-                acc.unwrap_model(trainer.model_wrapped),
-                state,
-                rank,
-                getattr(torch, pcfg.dtype),
-            )
-            if state
-            else None
-        )
-        acc.wait_for_everyone()
-        if link is not None:
-            link.ready(
-                step, send_weights(link, transport, role, step, where), last_update(trainer.state.log_history)
-            )
-            log.info("weights for step %d published; waiting for the step's trajectories", step)
-
-    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        step = trainer.state.global_step // cfg.train.updates_per_step  # the self-play step
-        if len(prompts) * rank.world != batch:
-            raise RuntimeError(
-                f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
-            )
-        publish(trainer, step)
-        rows = None
-        if link is not None:
-            import pandas as pd
-
-            shard = link.wait_commit(step, cfg.train.wait_timeout_s)
-            rows = rows_for_training(
-                pd.read_parquet(io.BytesIO(shard)),
-                batch,
-                role,
-                step,
-                cfg.train.max_completion_length,
-                end_marker=tokenizer.eos_token_id,
-            )
-        if rank.world == 1:
-            assert rows is not None
-            return rows
-        # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
-        mine: list[Any] = [None]
-        slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
-        torch.distributed.scatter_object_list(mine, slices, src=0)
-        return mine[0]
-
+    feed = StepFeed(cfg, role, rank, link, SyncDir(workdir), transport, batch, tokenizer)
     # the policy is passed built (fp32); model_init_kwargs only set the reference model's dtype, which TRL's
     # warning that they are "ignored" would misreport
     logging.getLogger("trl.trainer.grpo_trainer").addFilter(
@@ -415,7 +293,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         args=grpo,
         train_dataset=dataset,
         processing_class=tokenizer,
-        rollout_func=rollout_func,
+        rollout_func=feed.rollout_func,
     )
     if rank.main:
         log.info("autocast: %s", trainer.accelerator.mixed_precision)
@@ -427,6 +305,43 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
             log.info("trained positions only: %s; resuming from %s", compact, checkpoint)
         trainer.train(resume_from_checkpoint=checkpoint)
     cleanup_sent(setup.jobs, rank, checkpoint)
+    _save_final(trainer, tokenizer, workdir, role, rank, setup, transport)
+
+
+def _cpu_setup(cfg: RunConfig, rank: Rank) -> None:
+    """A CPU trainer: its thread count, denormals flushed, freed memory kept for the next step."""
+    import torch
+
+    from sesa_graph.policy.local import keep_freed_memory
+
+    torch.set_num_threads(cfg.train.trainer_threads)
+    torch.set_flush_denormal(True)
+    keep_freed_memory()
+    if cfg.train.sharding == "fsdp2" and rank.world > 1 and rank.main:
+        log.warning("train.sharding fsdp2: accelerate runs FSDP on GPUs only; these CPU ranks run DDP")
+
+
+def _load_policy(cfg: RunConfig, pcfg: Any) -> tuple[Any, Any]:
+    """The tokenizer and the policy model the trainer updates, its master weights in train.param_dtype."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sesa_graph.embedded import resolve_policy_model
+
+    path = resolve_policy_model(pcfg.model if pcfg.backend == "local" else (pcfg.train_model or pcfg.model))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.train.param_dtype))
+    return tokenizer, model
+
+
+def _save_final(
+    trainer: Any, tokenizer: Any, workdir: Path, role: str, rank: Rank, setup: Setup, transport: str
+) -> None:
+    """The final policy into policies/<role> (sent to the orchestrator's node when the link is remote), then
+    the job's process group closed."""
+    import torch
+
+    cfg, link = setup.cfg, setup.link
     final = workdir / "policies" / role
     trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
     if rank.main:

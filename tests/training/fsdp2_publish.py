@@ -13,8 +13,8 @@ from torch.distributed.fsdp import fully_shard
 from transformers import AutoModelForCausalLM
 
 from training.ranks import this_rank
+from training.step_feed import publish_state
 from training.sync import SyncDir
-from training.trainer import publish_state
 
 
 def main() -> None:

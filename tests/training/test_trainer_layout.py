@@ -7,7 +7,8 @@ import pytest
 
 from sesa_graph.config import ConfigError, load_config
 from sesa_graph.precision import check_param_dtype, resolve_compute_dtype, spacing
-from training.trainer import grpo_config_kwargs, rank_slice
+from training.step_feed import rank_slice
+from training.trainer import grpo_config_kwargs
 from training.trainer_jobs import failure_message, launcher_command
 
 GPU = Path(__file__).resolve().parents[2] / "configs" / "qwen3-4b-8xa100.yaml"

@@ -8,7 +8,8 @@ from sesa_graph.trajectory import Trajectory
 from training.batch_groups import select_groups as _select_groups
 from training.store import TrajectoryStore
 from training.sync import SyncDir
-from training.trainer import batch_shape, micro_batches, passthrough_reward, rows_for_training
+from training.trainer import batch_shape, micro_batches, passthrough_reward
+from training.trainer_rows import rows_for_training
 
 
 def traj(group="g", sample=0, reward=0.0, status="answered", reused=False, role="solver", n=3):
