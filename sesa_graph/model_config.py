@@ -28,6 +28,10 @@ def chat_template_kwargs_field(whose: str, more: str = "") -> Any:
     )
 
 
+# the settings a client of a generation endpoint (a policy's or a fixed model's) starts from; retries differ
+GENERATION_CLIENT = {"timeout_s": 240.0, "connect_timeout_s": 5.0, "backoff_s": 0.5, "deadline_s": 300.0}
+
+
 class PolicyConfig(
     Strict,
     endpoint_settings(
@@ -40,11 +44,8 @@ class PolicyConfig(
             "retries": "within deadline_s; then the endpoint counts as down and the run stops",
             "backoff_s": " (with jitter)",
         },
-        timeout_s=240.0,
-        connect_timeout_s=5.0,
         retries=4,
-        backoff_s=0.5,
-        deadline_s=300.0,
+        **GENERATION_CLIENT,
     ),
 ):
     """Where one policy's generations come from."""
@@ -311,11 +312,8 @@ class EndpointConfig(
             "distiller call as a distiller error)",
             "backoff_s": " (with jitter)",
         },
-        timeout_s=240.0,
-        connect_timeout_s=5.0,
         retries=2,
-        backoff_s=0.5,
-        deadline_s=300.0,
+        **GENERATION_CLIENT,
     ),
 ):
     """A fixed model -- never trained -- that the judge, the distiller or the RAG-check reader call by its key
