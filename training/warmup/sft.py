@@ -402,9 +402,10 @@ def _train(
         f"{data.trained_tokens} trained, in {t_data:.1f}s"
     )
 
-    warm = build_trainer(
+    trainer, result, t_train = _fit(
         data,
-        dest / "_trainer",
+        dest,
+        echo,
         compute_dtype=dtype,
         epochs=epochs,
         max_steps=max_steps,
@@ -413,19 +414,8 @@ def _train(
         grad_accum=grad_accum,
         device=device,
     )
-    trainer = warm.trainer
-    t1 = time.perf_counter()
-    result = warm.train()
-    t_train = time.perf_counter() - t1
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     accs = [h["mean_token_accuracy"] for h in trainer.state.log_history if "mean_token_accuracy" in h]
-    echo(
-        f"trained {trainer.state.global_step} steps in {t_train:.0f}s; loss {losses[0] if losses else float('nan'):.3f}"
-        f" -> {losses[-1] if losses else float('nan'):.3f}"
-    )
-
-    warm.save(dest)
-    shutil.rmtree(dest / "_trainer", ignore_errors=True)
     (dest / "warmup_examples.jsonl").write_text(
         "".join(json.dumps(ex.to_record(), ensure_ascii=False) + "\n" for ex in rows)
     )
@@ -454,6 +444,24 @@ def _train(
         "end_of_turn_token": data.tokenizer.convert_ids_to_tokens(data.eot),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+def _fit(data: Any, dest: Path, echo: Callable[[str], None], **options: Any) -> tuple[Any, Any, float]:
+    """Train on ``data`` (``options``: :func:`build_trainer`'s), say the steps and loss, save the warmed
+    model into ``dest``; the trainer, its result and the seconds the training itself took."""
+    warm = build_trainer(data, dest / "_trainer", **options)
+    trainer = warm.trainer
+    t1 = time.perf_counter()
+    result = warm.train()
+    t_train = time.perf_counter() - t1
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    echo(
+        f"trained {trainer.state.global_step} steps in {t_train:.0f}s; loss {losses[0] if losses else float('nan'):.3f}"
+        f" -> {losses[-1] if losses else float('nan'):.3f}"
+    )
+    warm.save(dest)
+    shutil.rmtree(dest / "_trainer", ignore_errors=True)
+    return trainer, result, t_train
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
