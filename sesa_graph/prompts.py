@@ -243,8 +243,7 @@ The skill must not contain any name, place, date or number from the failed quest
 DISTILLER_MASKED_USER = """Failed question, with its names replaced by [X]: {question}
 The agent searched: {searches}
 What went wrong: {notes}
-{skills}Write one skill for questions of this kind."""
-DISTILLER_MASKED_SKILLS = "Skills it was given, which did not help:\n{skills}\n"
+Write one skill for questions of this kind."""
 
 # What went wrong, said from the rollout's record (distiller.failure_notes).
 NOTE_ANSWER_REPEATS_QUESTION = "The agent's answer repeats words of the question."
@@ -258,17 +257,13 @@ NOTE_REPEATED_SEARCH = "The agent repeated the same search."
 DISTILLER_REPLY_PREFIX = '{"description": "'
 
 
-def render_distiller_masked_user(
-    question: str, searches: Sequence[str], notes: Sequence[str], skills: Sequence[SkillText | tuple]
-) -> str:
+def render_distiller_masked_user(question: str, searches: Sequence[str], notes: Sequence[str]) -> str:
     """One failure in the masked view: ``question`` and ``searches`` already masked, ``notes`` what went
-    wrong, ``skills`` the retrieved skills that did not help."""
-    shown = "\n".join(render_skill(i, s) for i, s in enumerate(skills, 1))
+    wrong. The skills that did not help are not shown: a 0.5B distiller copied their text into its own."""
     return DISTILLER_MASKED_USER.format(
         question=escape(question),
         searches="; ".join(f'"{escape(q)}"' for q in searches) or "(nothing)",
         notes=" ".join(notes),
-        skills=DISTILLER_MASKED_SKILLS.format(skills=shown) if shown else "",
     )
 
 

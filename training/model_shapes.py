@@ -65,6 +65,9 @@ SHAPES = {
     "Qwen/Qwen3-8B": Shape(151936, 4096, 12288, 36, 32, 8, 128, False),
     "Qwen/Qwen2.5-7B-Instruct": Shape(152064, 3584, 18944, 28, 28, 4, 128, False),
     "Qwen/Qwen2.5-32B-Instruct": Shape(152064, 5120, 27648, 64, 40, 8, 128, False),
+    # the fixed models `sesa models fetch` brings (tools/split_models.py), as their GGUFs convert
+    "qwen2.5-coder-0.5b": Shape(151936, 896, 4864, 24, 14, 2, 64, False),
+    "qwen2.5-coder-1.5b": Shape(151936, 1536, 8960, 28, 12, 2, 128, False),
 }
 
 

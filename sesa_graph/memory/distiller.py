@@ -71,17 +71,14 @@ def build_messages(
 ) -> list[dict[str, str]]:
     """The distiller's conversation for one queued failure. ``view`` 'full': the question, what the rollout
     searched and retrieved, how often its group succeeded, and the skills that did not help; 'masked': the
-    question and searches with their names replaced by [X], what went wrong (:func:`failure_notes`) and the
-    skills that did not help (``memory.distiller_view``)."""
+    question and searches with their names replaced by [X] and what went wrong (:func:`failure_notes`)
+    (``memory.distiller_view``)."""
     r = failure.record
     skills = [s.prompt_text() for s in unhelpful]
     if view == "masked":
         names = question_entities(r.question, r.golds, r.answer)
         user = render_distiller_masked_user(
-            mask_entities(r.question, names),
-            [mask_entities(q, names) for q in r.searches],
-            failure_notes(r),
-            skills,
+            mask_entities(r.question, names), [mask_entities(q, names) for q in r.searches], failure_notes(r)
         )
         return [
             {"role": "system", "content": render_distiller_system(CATEGORIES, masked=True)},

@@ -319,6 +319,25 @@ def mask_entities(text: str, entities: set[str], slot: str = "[X]") -> str:
     return "".join(out)
 
 
+COPY_SPAN_WORDS = 6
+
+
+def _restates(fields: dict[str, Any], record: Any, names: set[str]) -> bool:
+    """A field of the advice repeats ``COPY_SPAN_WORDS`` words in a row of the failing question (its names
+    left out) or of what the distiller was told went wrong: a restated prompt, not a skill. Small distillers
+    answer "Were [X] and [X] of the same nationality?" as a trigger, or a note as what to avoid."""
+    from sesa_graph.memory.distiller import (
+        failure_notes,  # the notes are the distiller's; it imports this module
+    )
+
+    def spans(text: str) -> set[tuple[str, ...]]:
+        words = [w for w in _words(text) if w not in names]
+        return {tuple(words[i : i + COPY_SPAN_WORDS]) for i in range(len(words) - COPY_SPAN_WORDS + 1)}
+
+    prompt = spans(record.question).union(*(spans(n) for n in failure_notes(record)))
+    return any(spans(fields[k]) & prompt for k in ("description", "trigger", "avoid"))
+
+
 def check_candidate(
     fields: dict[str, Any] | None,
     failure: PendingFailure,
@@ -348,6 +367,8 @@ def check_candidate(
     )
     if copied:
         return None, "copies_entities"
+    if _restates(fields, r, names=question_entities(r.question, r.golds, r.answer)):
+        return None, "copies_prompt"
     prefix = "d" if source == "distilled" else "m"
     skill = Skill(
         id=content_id(prefix, fields["description"], fields["trigger"]),

@@ -122,12 +122,22 @@ class ScriptedDistiller:
         self.calls: list[list[GenerationRequest]] = []
 
     def encode_messages(self, messages):
-        return [0]
+        """Token 'ids' that point back at the conversation, so a prompt_ids request (the masked view's
+        opened reply) is scripted from its messages too."""
+        self.encoded = getattr(self, "encoded", [])
+        self.encoded.append(messages)
+        return [-len(self.encoded)]
 
     def encode_text(self, text):
         return [0]
 
     async def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        requests = [
+            r
+            if r.messages is not None
+            else GenerationRequest(messages=self.encoded[-r.prompt_ids[0] - 1], sampling=r.sampling)
+            for r in requests
+        ]
         self.calls.append(requests)
         while self.gate is not None and not self.gate.is_set():
             await asyncio.sleep(0.01)

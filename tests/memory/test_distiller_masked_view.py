@@ -112,3 +112,20 @@ def test_an_unfinished_object_keeps_its_finished_fields():
     skill, why = check_candidate(fields, PendingFailure(key="k", record=_records()[3]), MemoryConfig(), 1)
     assert why is None and skill.queries == ["[work] author"]
     assert parse_skill_output('{"trigger": "t", "avoid": "a"') is None  # no description: nothing usable
+
+
+def test_a_skill_that_restates_its_prompt_is_rejected():
+    """The 0.5B's outputs on the frozen failures: the masked question as trigger, a note as what to avoid."""
+    rec = next(r for r in _records() if r.question.startswith("Were Demosthenes"))
+    pending = PendingFailure(key="k", record=rec)
+    restated = {
+        "description": "Search for names in Wikipedia and compare them based on nationality.",
+        "trigger": "Were [X] and [X] of the same nationality?",
+        "avoid": "Answering from one page only.",
+        "queries": ["[person] nationality"],
+    }
+    assert check_candidate(restated, pending, MemoryConfig(), 1) == (None, "copies_prompt")
+    noted = {**restated, "trigger": "Two people compared on one attribute", "avoid": NOTE_ANSWER_RETRIEVED}
+    assert check_candidate(noted, pending, MemoryConfig(), 1) == (None, "copies_prompt")
+    own = {**restated, "trigger": "Two people compared on one attribute"}
+    assert check_candidate(own, pending, MemoryConfig(), 1)[1] is None
