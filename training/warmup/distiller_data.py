@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import json
 import random
-import re
-from functools import lru_cache
 
-from sesa_graph.corpus.articles import Article
-from sesa_graph.corpus.facts import clue
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.distiller import build_messages, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key
 from sesa_graph.memory.skill import load_seeds
 from sesa_graph.memory.skill_checks import check_candidate
+from training.warmup.distiller_failures import make_failure
 from training.warmup.examples import WarmupExample
-from training.warmup.synth import Synthesizer
 
 # ------------------------------------------------------------------------------------------ the grammar
 # qtype -> (subject, answer type, hops, query templates); subject and answer type fill {subj} / {att}.
@@ -278,135 +274,6 @@ def skill_json(qtype: str, mode: str, rng: random.Random) -> tuple[str, list[tup
     trigger = cues[-1] if rng.random() < 0.2 else rng.choice(TRIGGERS[qtype])
     values = (description, trigger, rng.choice(cues[:-1]), queries, category)
     return json.dumps(dict(zip(KEYS, values))), [(trigger, template), (trigger, description)]  # ASCII grammar
-
-
-# Words the corpus parser reads as a nationality ("a Classical composer") that are not demonyms.
-_NOT_DEMONYMS = {
-    "South",
-    "North",
-    "Central",
-    "Ancient",
-    "Classical",
-    "Christian",
-    "Sunni",
-    "Muslim",
-    "Church",
-    "Buddhist",
-    "Hindu",
-    "Hong",
-    "Neoplatonist",
-    "Alid",
-    "Brahmin",
-    "Vedic",
-    "Latin",
-}
-_COUNTRY_IN = re.compile(r"\b(?:city|town|capital|port|municipality|village)\b.* in ([A-Z][a-z]+)$")
-_POOLS = {
-    "bridge_fact": "bridge_fact_2",
-    "bridge_title": "bridge_title_2",
-    "compare_same": "compare_same_2",
-    "compare_kind": "compare_kind_2",
-    "title": "title_clause",
-    "year_gap": "year",
-}
-
-
-@lru_cache(maxsize=1)
-def _corpus() -> tuple[Synthesizer, dict[str, str], list[Article]]:
-    """The warm-up corpus analysis (no search is run), clean demonyms, places whose country is known."""
-    s = Synthesizer(None, seed=0)  # type: ignore[arg-type]
-    nats = {t: n for t, n in s.nats.items() if n not in _NOT_DEMONYMS}
-    places = [
-        a
-        for a in s.articles
-        if (m := _COUNTRY_IN.search(a.description))
-        and "country" in getattr(s.by_name.get(m.group(1)), "description", "").lower()
-    ]
-    return s, nats, places
-
-
-def make_failure(qtype: str, rng: random.Random) -> tuple[str, str, str, str | None, list[str]] | None:
-    """(question, gold, failure mode, solver's answer, its searches); None if this draw does not fit. The
-    searches and answer show the mode as a rollout would (the question pasted as a query, a surname that
-    finds a namesake, one search on a two-hop question, the bridge entity as the answer, ...)."""
-    s, nats, places = _corpus()
-    a = rng.choice(places if qtype == "location" else s.pools[_POOLS.get(qtype, qtype)])
-    other_nat = lambda gold: rng.choice(sorted(set(nats.values()) - {gold}))
-    modes: dict[str, tuple[str | None, list[str]]] = {}  # mode -> (answer, searches)
-    wrong: str | None = None  # what a pasted-question search ends in, besides no answer
-    if qtype in ("nationality", "compare_same") and a.title not in nats:
-        return None
-    if qtype == "nationality":
-        gold, wrong = nats[a.title], other_nat(nats[a.title])
-        q = rng.choice([f"What nationality was {a.name}?", f"What is {a.name}'s nationality?"])
-        if " " in a.name:
-            modes["ambiguous"] = (wrong, [a.name.split()[-1]])
-        job = re.sub(r"\(.*|\b[A-Z]\S*", "", a.description).strip(" ,-")  # "American author (..)" -> author
-        if job and len(job.split()) <= 4:
-            modes["wrong_type"] = (job, [a.name])
-    elif qtype == "creator":
-        what, verb, gold = s.creators[a.title]
-        q = f"Who {verb} {a.name}?" if verb != "created" else f"Who created the {what.lower()} {a.name}?"
-        modes["no_answer"] = (None, [a.name, f"{a.name} {what.lower()}"])
-    elif qtype == "year":
-        verb, gold = s.years[a.title]
-        q, wrong = f"In what year was {a.name} {verb}?", str(int(gold) + rng.choice([-20, -2, 1, 5]))
-        modes["date_confusion"] = (wrong, [a.name, f"{a.name} {verb}"][: rng.randint(1, 2)])
-        modes["no_answer"] = (None, [f"{a.name} {verb} year", f"{a.name} {verb} year?"])
-    elif qtype == "bridge_fact":
-        _, verb, maker = s.creators[a.title]
-        gold = nats.get(s._person(maker).title)
-        if gold is None:
-            return None
-        q = f"What nationality was the person who {verb} {a.name}?"
-        modes["bridge_answer"] = (maker, [a.name])
-        modes["one_search"] = (other_nat(gold), [a.name])
-    elif qtype in ("bridge_title", "title"):
-        c, b = s.clauses[a.title], s._bridge(a)
-        gold, who = a.name, "Who" if a.topic == "People" else "What"
-        if qtype == "title":
-            q = f"{who} {c.verb} {c.phrase()}?"
-            modes["no_answer"] = (None, [c.predicate, c.predicate + "?"])
-            if b is not None:  # answered with the entity the clue names, not the one it describes
-                modes["related_entity"] = (b.name, [" ".join(c.predicate.split()[:8])])
-        elif b is None or (hidden := s._hide(a, b)) is None:
-            return None
-        else:
-            q, wrong = f"{who} {c.verb} {c.det} {hidden[1]}?", b.name
-            modes["bridge_answer"] = (b.name, [clue(s.clauses[b.title].predicate) or hidden[0]])
-    elif qtype == "compare_same":
-        b = rng.choice(s.pools["compare_same_2"])
-        if b.name == a.name or b.title not in nats:
-            return None
-        gold = "yes" if nats[a.title] == nats[b.title] else "no"
-        q, wrong = f"Were {a.name} and {b.name} of the same nationality?", "no" if gold == "yes" else "yes"
-        modes["one_side"] = (wrong, [rng.choice([a.name, b.name])])
-    elif qtype == "compare_kind":
-        head, b = s.kinds[a.title], rng.choice(s.articles)
-        if b.name == a.name or head in (b.description + b.text[:400]).lower():
-            return None
-        first, second = (a, b) if rng.random() < 0.5 else (b, a)
-        gold, wrong = a.name, b.name
-        q = f"Which is {'an' if head[0] in 'aeiou' else 'a'} {head}, {first.name} or {second.name}?"
-        modes["one_side"] = (b.name, [b.name])
-    elif qtype == "year_gap":
-        b = rng.choice(s.pools["year"])
-        (va, ya), (vb, yb) = s.years[a.title], s.years[b.title]
-        if b.name == a.name or ya == yb:
-            return None
-        gold = str(abs(int(ya) - int(yb)))
-        q = f"How many years passed between when {a.name} was {va} and when {b.name} was {vb}?"
-        modes["number_confusion"] = (rng.choice([ya, yb]), [a.name, b.name])
-        modes["one_search"] = (None, [a.name])
-    elif qtype == "location":
-        gold = _COUNTRY_IN.search(a.description).group(1)
-        q = rng.choice([f"In which country is {a.name}?", f"Which country is {a.name} in?"])
-        same = [p.name for p in places if p.name != a.name and p.description.endswith(gold)]
-        modes["wrong_type"] = (rng.choice(same or [p.name for p in places if p is not a]), [a.name])
-    # every question can be pasted whole, and a small policy often pastes it again
-    modes["copied"] = (rng.choice([None, wrong]), [q, q.rstrip("?"), q.lower()][: rng.choice([1, 1, 2, 3])])
-    mode = rng.choice(sorted(modes))
-    return (q, gold, mode, *modes[mode])
 
 
 def distiller_examples(n: int, seed: int = 0, config: MemoryConfig | None = None) -> list[WarmupExample]:

@@ -21,7 +21,8 @@ from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key,
 from sesa_graph.memory.skill import CATEGORIES, load_seeds
 from sesa_graph.memory.skill_checks import check_candidate, question_entities
 from sesa_graph.prompts import DISTILLER_NO_ANSWER, render_distiller_system
-from training.warmup.distiller_data import MODES, QTYPES, distiller_examples, make_failure, skill_json
+from training.warmup.distiller_data import MODES, QTYPES, distiller_examples, skill_json
+from training.warmup.distiller_failures import make_failure
 
 N = 200
 _USER = re.compile(
