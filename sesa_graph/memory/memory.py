@@ -243,35 +243,46 @@ class SkillMemory:
         return None if res is None else self._commit(step, res)
 
     def _commit(self, step: int, res: ConsolidationResult) -> CommitReport:
-        bank, queue, cfg = self.bank, self.queue, self.config
         if res.failed:
-            streak = int(bank.state.get("consecutive_distiller_errors", 0)) + 1
-            what = "distiller_unparseable" if res.unparseable else "distiller_errors"
-            bank.record_stats({what: 1}, consecutive_distiller_errors=streak)
-            log.error(
-                "consolidation at step %s: the distiller %s (%s); %d failures stay queued",
-                res.step,
-                "gave no parseable output" if res.unparseable else "failed",
-                res.error,
-                len(queue),
-            )
-            if streak >= cfg.max_consecutive_distiller_errors:
-                if res.unparseable:
-                    raise DistillerError(
-                        f"the distiller's outputs were unparseable in {streak} consolidations in a row (last: "
-                        f"{res.error}); the skill bank cannot grow -- a thinking chat template spends the "
-                        "distiller's max tokens inside <think>: set distiller.chat_template_kwargs "
-                        "{enable_thinking: false} (or raise memory.distiller_max_tokens), use a model that "
-                        "follows the skill format, or set memory mode 'static'"
-                    )
+            return self._record_failed_pass(step, res)
+        return self._commit_pass(step, res)
+
+    def _record_failed_pass(self, step: int, res: ConsolidationResult) -> CommitReport:
+        """A pass whose distiller failed or gave nothing parseable: counted, its failures stay queued, and a
+        streak of ``max_consecutive_distiller_errors`` stops the run with what to fix."""
+        bank, queue, cfg = self.bank, self.queue, self.config
+        streak = int(bank.state.get("consecutive_distiller_errors", 0)) + 1
+        what = "distiller_unparseable" if res.unparseable else "distiller_errors"
+        bank.record_stats({what: 1}, consecutive_distiller_errors=streak)
+        log.error(
+            "consolidation at step %s: the distiller %s (%s); %d failures stay queued",
+            res.step,
+            "gave no parseable output" if res.unparseable else "failed",
+            res.error,
+            len(queue),
+        )
+        if streak >= cfg.max_consecutive_distiller_errors:
+            if res.unparseable:
                 raise DistillerError(
-                    f"the distiller failed in {streak} consolidations in a row (last: {res.error}); "
-                    "the skill bank cannot grow -- fix the distiller endpoint or set memory mode "
-                    "'static'"
+                    f"the distiller's outputs were unparseable in {streak} consolidations in a row (last: "
+                    f"{res.error}); the skill bank cannot grow -- a thinking chat template spends the "
+                    "distiller's max tokens inside <think>: set distiller.chat_template_kwargs "
+                    "{enable_thinking: false} (or raise memory.distiller_max_tokens), use a model that "
+                    "follows the skill format, or set memory mode 'static'"
                 )
-            return CommitReport(
-                step=step, version=None, picked=len(res.picked), still_queued=len(queue), error=res.error
+            raise DistillerError(
+                f"the distiller failed in {streak} consolidations in a row (last: {res.error}); "
+                "the skill bank cannot grow -- fix the distiller endpoint or set memory mode "
+                "'static'"
             )
+        return CommitReport(
+            step=step, version=None, picked=len(res.picked), still_queued=len(queue), error=res.error
+        )
+
+    def _commit_pass(self, step: int, res: ConsolidationResult) -> CommitReport:
+        """Admit the pass's candidates and the evictions they cause, drop its consumed failures from the
+        queue, all in one bank version."""
+        bank, queue, cfg = self.bank, self.queue, self.config
         if res.base_version != bank.version:
             raise RuntimeError(
                 f"consolidation result is for bank version {res.base_version}, the bank is at "

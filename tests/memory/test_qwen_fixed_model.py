@@ -1,0 +1,86 @@
+"""The default run's fixed model for real: Qwen2.5-Coder-0.5B (fetched and hash-checked by scripts/setup.sh)
+judging exact-match misses and distilling real failures through the product's path (start_models, make_judge,
+role_client, a SkillMemory with the embedder and Chroma)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from sesa_graph.config import load_config
+from sesa_graph.memory.memory import SkillMemory
+from sesa_graph.memory.queue import FailureRecord
+from sesa_graph.memory.skill_checks import question_entities
+from sesa_graph.policy.factory import make_judge, role_client, start_models
+from sesa_graph.rollout.judge import JudgeItem
+from tools.split_models import is_fetched, split_model
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PAIRS = ROOT / "benchmarks" / "data" / "judge_pairs.jsonl"
+FAILURES = ROOT / "tests" / "fixtures" / "distiller_failures.jsonl"
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    cfg = load_config(None)
+    name = cfg.models["qwen"].serve.model
+    if not is_fetched(split_model(name)):
+        pytest.skip(f"{name} is not fetched: scripts/setup.sh runs `sesa models fetch {name}`")
+    _, fixed = start_models([], {"qwen": cfg.models["qwen"]})
+    yield cfg, fixed
+    for client in fixed.values():
+        getattr(client, "close", lambda: None)()
+
+
+def test_the_default_judge_gives_verdicts_that_agree_with_the_labels(qwen):
+    cfg, fixed = qwen
+    judge = make_judge(cfg.judge, None, models=fixed)
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
+    picked = [p for p in pairs if p["kind"] in ("alias", "wrong")][:8]
+    picked.append(
+        next(p for p in pairs if p["kind"] == "solver" and p["prediction"] == "gravitational force")
+    )
+    verdicts = asyncio.run(
+        judge.judge_many([JudgeItem(p["question"], p["prediction"], p["golds"]) for p in picked])
+    )
+    assert judge.unavailable_count == 0, [v.raw for v in verdicts]  # every reply said Correct or Wrong
+    assert verdicts[-1].method == "echo" and {v.method for v in verdicts[:-1]} <= {"llm", "exact"}
+    agree = sum(v.correct == bool(p["label"]) for p, v in zip(picked, verdicts))
+    assert agree >= 7, [(p["prediction"], p["label"], v.raw) for p, v in zip(picked, verdicts)]
+
+
+def test_the_default_distiller_writes_parseable_skills_that_pass_or_fail_the_checks(qwen, tmp_path):
+    cfg, fixed = qwen
+    mem_cfg = cfg.memory.model_copy(
+        update={"consolidate_min_pending": 1, "max_distill_per_pass": 3, "distiller_temperature": 0.0}
+    )
+    client = role_client(
+        "distiller",
+        cfg.distiller.endpoint,
+        cfg.distiller.chat_template_kwargs,
+        fixed,
+        None,
+        max_tokens=mem_cfg.distiller_max_tokens,
+        temperature=mem_cfg.distiller_temperature,
+    )
+    records = [
+        FailureRecord(**json.loads(line)) for line in FAILURES.read_text().splitlines() if line.strip()
+    ]
+    memory = SkillMemory.create(tmp_path / "bank", mem_cfg, distiller=client)
+    try:
+        memory.add_failures(records[:3])
+        memory.maybe_consolidate(1, force=True)
+        report = memory.commit(1, wait=True, timeout=600)
+        assert report is not None and report.version is not None and report.responses == 3
+        assert report.rejected.get("unparseable", 0) <= 1, report.rejected_examples
+        names = set().union(*(question_entities(r.question, r.golds, r.answer) for r in records[:3]))
+        for skill_id in report.admitted:
+            skill = memory.bank.get(skill_id)
+            text = " ".join([skill.description, skill.trigger, skill.avoid, *skill.queries]).lower()
+            assert not any(f" {n} " in f" {text} " for n in names), skill
+    finally:
+        memory.close()
