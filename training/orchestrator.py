@@ -326,11 +326,11 @@ class Orchestrator:
 
     def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
         """Questions for the first steps of an untrained proposer, none of ``skip``: on the embedded corpus
-        the warm-up's grounded solver questions (their search retrieves the answer's article); on any other
-        corpus or search server, a cloze of the target's own article as the search backend returns it (never
-        a pool row's example questions: they are about other answers)."""
+        the grounded solver questions of ``training.questions`` (their search retrieves the answer's
+        article); on any other corpus or search server, a cloze of the target's own article as the search
+        backend returns it (never a pool row's example questions: they are about other answers)."""
         if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
-            from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
+            from training.questions.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
 
             mix = {
                 k: v

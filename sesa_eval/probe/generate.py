@@ -5,7 +5,7 @@ answer-bearing article's first ``DOC_CHARS`` characters. Deterministic: the same
 the same file, byte for byte. "The start of the summary" in a question is that cut.
 
 The forms (``FORMS``; docs/PROBE.md has examples) -- "seen" marks a form whose question pattern is one
-the warm-up trains (``training.warmup.synth.DEFAULT_MIX``), so seen and unseen forms can be scored apart:
+the warm-up trains (``training.questions.synth.DEFAULT_MIX``), so seen and unseen forms can be scored apart:
 
 - 1 hop: ``h1_desc_name`` (name from the Wikidata description; seen: ``title_desc``), ``h1_clause_name``
   (name from the first sentence; seen: ``title_clause``, ``propose_1``), ``h1_nationality`` (seen:

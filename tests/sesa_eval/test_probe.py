@@ -46,7 +46,7 @@ def test_warmup_articles_leave_held_out_ones_out():
 
 
 def test_every_warmup_kind_draws_from_the_warmup_articles(monkeypatch):
-    from training.warmup import synth
+    from training.questions import synth
 
     sample = load_articles()[::25]
     monkeypatch.setattr(synth, "load_articles", lambda: list(sample))

@@ -1,5 +1,6 @@
-"""The warm-up example record (a synthetic rollout, segment by segment) and the text of its turns and
-observations, exactly as the agent loop renders them."""
+"""The synthesized example record (a synthetic rollout, segment by segment, which the warm-up trains on and
+the self-play bootstrap takes its question from) and the text of its turns and observations, exactly as
+the agent loop renders them."""
 
 from __future__ import annotations
 

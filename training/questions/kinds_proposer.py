@@ -1,5 +1,5 @@
 """The proposer's example kinds: 1-hop and 2-hop questions about a target that never name it. A mixin
-of :class:`training.warmup.synth.Synthesizer`, whose parsed facts and ``_build`` builder these methods
+of :class:`training.questions.synth.Synthesizer`, whose parsed facts and ``_build`` builder these methods
 use."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from graphs.propose import proposer_messages
 from sesa_graph.corpus.articles import Article
 from sesa_graph.corpus.facts import clip_words, mentions, question_word
 from sesa_graph.rollout.proposal_checks import static_checks
-from training.warmup.examples import Miss, WarmupExample
+from training.questions.examples import Miss, WarmupExample
 
 
 class ProposerKinds:
@@ -64,10 +64,10 @@ class ProposerKinds:
         )
 
     def propose_2(self, a: Article) -> WarmupExample | None:
-        c, b = self.clauses[a.title], self._bridge(a)
+        c, b = self.clauses[a.title], self.bridge(a)
         if b is None:
             return None
-        hidden = self._hide(a, b)
+        hidden = self.hide(a, b)
         if hidden is None:
             return None
         inner, pred = hidden

@@ -1,6 +1,6 @@
 """The solver's example kinds: 1-hop (title from a first sentence or a description; nationality,
 creator, year) and 2-hop (bridges, comparisons, a failed search then a different query, two failed
-searches then an answer). A mixin of :class:`training.warmup.synth.Synthesizer`, whose pools, parsed
+searches then an answer). A mixin of :class:`training.questions.synth.Synthesizer`, whose pools, parsed
 facts and ``_solver`` builder these methods use."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sesa_graph.corpus.facts import (
     question_word,
     words,
 )
-from training.warmup.examples import Miss, WarmupExample
+from training.questions.examples import Miss, WarmupExample
 
 
 class SolverKinds:
@@ -103,7 +103,7 @@ class SolverKinds:
 
     def bridge_fact_2(self, a: Article) -> WarmupExample | None:
         _what, verb, who = self.creators[a.title]
-        b = self._person(who)
+        b = self.person(who)
         if b is None:
             return None
         nat = self.nats[b.title]
@@ -124,10 +124,10 @@ class SolverKinds:
         )
 
     def bridge_title_2(self, a: Article) -> WarmupExample | None:
-        c, b = self.clauses[a.title], self._bridge(a)
+        c, b = self.clauses[a.title], self.bridge(a)
         if b is None:
             return None
-        hidden = self._hide(a, b)
+        hidden = self.hide(a, b)
         if hidden is None:
             return None
         inner, pred = hidden

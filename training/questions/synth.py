@@ -1,4 +1,6 @@
-"""Synthetic, grounded trajectories for the format warm-up (``sesa warmup``): the synthesizer and its mix.
+"""Synthetic, grounded trajectories: the synthesizer and its mix. The format warm-up (``sesa warmup``)
+trains on them; the self-play bootstrap (``training.orchestrator``) asks their solver questions while
+the proposer has no valid question yet.
 
 SmolLM2-135M-Instruct does not follow the tag protocol out of the box. The warm-up teaches it the format
 by supervised fine-tuning on rollouts written here, each in exactly the token format the graphs produce
@@ -56,9 +58,9 @@ from sesa_graph.corpus.facts import (
 )
 from tools.backends import SearchBackend
 from tools.corpus import Doc
-from training.warmup.examples import Miss, Part, Role, WarmupExample, observation, turn_text
-from training.warmup.kinds_proposer import ProposerKinds
-from training.warmup.kinds_solver import SolverKinds
+from training.questions.examples import Miss, Part, Role, WarmupExample, observation, turn_text
+from training.questions.kinds_proposer import ProposerKinds
+from training.questions.kinds_solver import SolverKinds
 
 # kind -> (role, share of the examples). Solver kinds first; "_2" kinds are two-hop.
 DEFAULT_MIX: dict[str, float] = {
@@ -181,15 +183,15 @@ class Synthesizer(SolverKinds, ProposerKinds):
             "bridge_fact_2": [
                 a
                 for a in self.articles
-                if a.title in self.creators and self._person(self.creators[a.title][2]) is not None
+                if a.title in self.creators and self.person(self.creators[a.title][2]) is not None
             ],
-            "bridge_title_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
+            "bridge_title_2": [a for a in self.articles if a.title in self.clauses and self.bridge(a)],
             "compare_same_2": [a for a in self.articles if a.title in self.nats],
             "compare_kind_2": [a for a in self.articles if a.title in self.kinds],
             "retry_2": [a for a in self.articles if a.title in self.nats or a.title in self.creators],
             "giveup_2": [a for a in self.articles if a.title in self.nats or a.title in self.creators],
             "propose_1": [a for a in self.articles if a.title in self.clauses],
-            "propose_2": [a for a in self.articles if a.title in self.clauses and self._bridge(a)],
+            "propose_2": [a for a in self.articles if a.title in self.clauses and self.bridge(a)],
         }
         for pool in self.pools.values():
             self.rng.shuffle(pool)
@@ -212,11 +214,11 @@ class Synthesizer(SolverKinds, ProposerKinds):
         return None
 
     # ---- helpers ------------------------------------------------------------------------------------
-    def _person(self, name: str) -> Article | None:
+    def person(self, name: str) -> Article | None:
         a = self.by_name.get(name)
         return a if a is not None and a.title in self.nats else None
 
-    def _bridge(self, a: Article) -> Article | None:
+    def bridge(self, a: Article) -> Article | None:
         """An article named in ``a``'s first-sentence predicate, as a noun phrase of its own (a whole
         capitalized span after a preposition or article, not a modifier such as "Baroque period"), that
         has a short first-sentence clue of its own."""
@@ -241,7 +243,7 @@ class Synthesizer(SolverKinds, ProposerKinds):
                 best = b
         return best
 
-    def _hide(self, a: Article, b: Article) -> tuple[str, str] | None:
+    def hide(self, a: Article, b: Article) -> tuple[str, str] | None:
         """``a``'s predicate with ``b`` replaced by ``b``'s clue; (clue phrase, new predicate)."""
         cb = self.clauses[b.title]
         short = clue(cb.predicate)

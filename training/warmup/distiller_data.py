@@ -17,8 +17,8 @@ from sesa_graph.memory.distiller import build_messages, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure, question_key
 from sesa_graph.memory.skill import load_seeds
 from sesa_graph.memory.skill_checks import check_candidate
+from training.questions.examples import WarmupExample
 from training.warmup.distiller_failures import make_failure
-from training.warmup.examples import WarmupExample
 
 # ------------------------------------------------------------------------------------------ the grammar
 # qtype -> (subject, answer type, hops, query templates); subject and answer type fill {subj} / {att}.

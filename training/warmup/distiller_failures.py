@@ -1,7 +1,8 @@
 """The failed rollouts the distiller's warm-up examples are about (:func:`make_failure`): for each question
-type, a question drawn from the warm-up's corpus analysis with its gold answer, and the ways a small solver
-gets it wrong (a surname that finds a namesake, one search on a two-hop question, the bridge entity given as
-the answer, the question pasted as a query, ...), each with the answer and searches such a rollout shows."""
+type, a question drawn from the question synthesizer's corpus analysis with its gold answer, and the ways a
+small solver gets it wrong (a surname that finds a namesake, one search on a two-hop question, the bridge
+entity given as the answer, the question pasted as a query, ...), each with the answer and searches such a
+rollout shows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from sesa_graph.corpus.articles import Article
 from sesa_graph.corpus.facts import clue
-from training.warmup.synth import Synthesizer
+from training.questions.synth import Synthesizer
 
 # Words the corpus parser reads as a nationality ("a Classical composer") that are not demonyms.
 _NOT_DEMONYMS = {
@@ -48,7 +49,7 @@ _POOLS = {
 
 @lru_cache(maxsize=1)
 def _corpus() -> tuple[Synthesizer, dict[str, str], list[Article]]:
-    """The warm-up corpus analysis (no search is run), clean demonyms, places whose country is known."""
+    """The question synthesizer's corpus analysis (no search is run), clean demonyms, places whose country is known."""
     s = Synthesizer(None, seed=0)  # type: ignore[arg-type]
     nats = {t: n for t, n in s.nats.items() if n not in _NOT_DEMONYMS}
     places = [
@@ -130,7 +131,7 @@ def _year(d: _Draw) -> Failure:
 def _bridge_fact(d: _Draw) -> Failure:
     a = d.a
     _, verb, maker = d.s.creators[a.title]
-    gold = d.nats.get(d.s._person(maker).title)
+    gold = d.nats.get(d.s.person(maker).title)
     if gold is None:
         return None
     q = f"What nationality was the person who {verb} {a.name}?"
@@ -140,14 +141,14 @@ def _bridge_fact(d: _Draw) -> Failure:
 def _title(d: _Draw) -> Failure:
     """``title`` (the article from its first sentence) and ``bridge_title`` (the entity it names hidden)."""
     a, s, modes = d.a, d.s, {}
-    c, b = s.clauses[a.title], s._bridge(a)
+    c, b = s.clauses[a.title], s.bridge(a)
     gold, who, wrong = a.name, "Who" if a.topic == "People" else "What", None
     if d.qtype == "title":
         q = f"{who} {c.verb} {c.phrase()}?"
         modes["no_answer"] = (None, [c.predicate, c.predicate + "?"])
         if b is not None:  # answered with the entity the clue names, not the one it describes
             modes["related_entity"] = (b.name, [" ".join(c.predicate.split()[:8])])
-    elif b is None or (hidden := s._hide(a, b)) is None:
+    elif b is None or (hidden := s.hide(a, b)) is None:
         return None
     else:
         q, wrong = f"{who} {c.verb} {c.det} {hidden[1]}?", b.name

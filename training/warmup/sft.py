@@ -1,7 +1,7 @@
 """Format warm-up: supervised fine-tuning (TRL ``SFTTrainer``) of a small policy on synthetic, grounded
 rollouts in the exact tag format of the graphs, so that it follows the protocol before GRPO starts.
 
-What it is: ``training.warmup.synth`` writes solver and proposer trajectories from the embedded corpus and
+What it is: ``training.questions.synth`` writes solver and proposer trajectories from the embedded corpus and
 BM25 (every search verified to retrieve its source article); they are tokenized turn by turn like a real
 rollout, and the loss covers only the policy's own tokens (prompt and injected ``<information>`` text are
 masked). The result is saved to ``$SESA_HOME/models/<name>-warm`` (``smollm2-135m-warm`` for the embedded
@@ -187,7 +187,7 @@ def build_data(
 
     from tools.backends import make_backend
     from tools.config import SearchConfig
-    from training.warmup.synth import Synthesizer
+    from training.questions.synth import Synthesizer
     from training.warmup.tokens import encode_example, end_of_turn_id
 
     t0 = time.perf_counter()

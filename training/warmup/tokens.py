@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.warmup.examples import WarmupExample, is_trained
+from training.questions.examples import WarmupExample, is_trained
 
 
 def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:

@@ -22,8 +22,8 @@ from sesa_graph.rollout.proposal_checks import static_checks
 from sesa_graph.scoring import contains_answer, normalize_answer
 from tools.bm25 import BM25Backend
 from tools.corpus import Doc
-from training.warmup.examples import observation
-from training.warmup.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer, allocate
+from training.questions.examples import observation
+from training.questions.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer, allocate
 from training.warmup.tokens import encode_example, end_of_turn_id, prompt_ids, text_ids
 
 N = 52  # four per kind
