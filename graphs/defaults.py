@@ -5,19 +5,25 @@ The live parts (run config, policy, search backend, bank) are built once per dis
 shared by every later run that asks for the same. They are built on one worker thread, never on the
 server's event loop: loading a model or an index reads files and may start a vLLM server for a minute,
 which would stall every other run (and trips ``langgraph dev``'s blocking-call guard).
+
+:func:`node_context` is how the nodes of all three graphs reach their context, the caller's or a served one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from langgraph.runtime import Runtime
 
 from graphs import contexts
 from graphs.studio_config import StudioConfig, coerce
+
+C = TypeVar("C")
 
 # one thread: two models loading at once on a small machine only slows both and doubles the peak memory
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sesa-graph-build")
@@ -134,7 +140,10 @@ async def served_propose_context(raw: Any) -> Any:
 
 
 async def served_skills(raw: Any, question: str) -> str | None:
-    """The rendered skills the configured bank gives ``question`` (None without a bank)."""
+    """The rendered skills the configured bank gives ``question`` (None without a bank, and for a caller's
+    own rollout context, whose skills come in the graph's state)."""
+    if isinstance(raw, contexts.RolloutContext):
+        return None
     memory = (await parts(raw))[3]
     if memory is None:
         return None
@@ -159,6 +168,20 @@ async def served_selfplay_context(raw: Any) -> Any:
         rewards=cfg.rewards,
         memory=memory,
     )
+
+
+def node_context(
+    live: type[C], served: Callable[[Any], Awaitable[C]]
+) -> Callable[[Runtime[Any]], Awaitable[C]]:
+    """How a graph's nodes reach their context: the caller's own ``live`` context, which LangGraph hands
+    through as it is, or, on a LangGraph server, the one ``served`` builds from the configuration it sent."""
+
+    async def context(runtime: Runtime[Any]) -> C:
+        if isinstance(runtime.context, live):
+            return runtime.context
+        return await served(runtime.context)
+
+    return context
 
 
 # ---- the same, blocking, for callers outside an event loop (notebooks, tests) ------------------------------

@@ -75,11 +75,7 @@ async def validate(state: ProposeState, runtime: Runtime[ProposeContext]) -> dic
     return {"valid": result.valid, "invalid_reason": result.reason, "rag_answer": result.rag_answer}
 
 
-async def _ctx(runtime: Runtime[ProposeContext]) -> ProposeContext:
-    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
-    if isinstance(runtime.context, ProposeContext):
-        return runtime.context
-    return await defaults.served_propose_context(runtime.context)
+_ctx = defaults.node_context(ProposeContext, defaults.served_propose_context)
 
 
 def build_propose_graph():

@@ -157,11 +157,7 @@ async def score(state: SelfPlayItem, runtime: Runtime[SelfPlayContext]) -> dict[
     }
 
 
-async def _ctx(runtime: Runtime[SelfPlayContext]) -> SelfPlayContext:
-    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
-    if isinstance(runtime.context, SelfPlayContext):
-        return runtime.context
-    return await defaults.served_selfplay_context(runtime.context)
+_ctx = defaults.node_context(SelfPlayContext, defaults.served_selfplay_context)
 
 
 def build_selfplay_graph():

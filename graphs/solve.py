@@ -2,9 +2,10 @@
 
     START -> agent --(search)--> search -> agent ... --(answer / out of turns)--> END
 
-Run it with a :class:`~sesa_graph.rollout.loop.RolloutContext` as LangGraph run-time context; the
-state holds only data. Each rollout is its own graph invocation, so the G rollouts of a group never wait
-for each other turn by turn (they still share one micro-batched policy).
+Run it with a :class:`~sesa_graph.rollout.loop.RolloutContext` as LangGraph run-time context (a
+LangGraph server's configuration becomes one in :mod:`graphs.defaults`); the state holds only data. Each
+rollout is its own graph invocation, so the G rollouts of a group never wait for each other turn by turn
+(they still share one micro-batched policy).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ async def start(state: SolveState, runtime: Runtime[RolloutContext]) -> dict[str
         raise ValueError("the solve graph needs a non-empty 'question'")
     ctx = await _ctx(runtime)
     skills = state.get("skills_block")
-    if skills is None and not isinstance(runtime.context, RolloutContext):
+    if skills is None:
         skills = await defaults.served_skills(runtime.context, question)  # a served run's bank, if any
     msgs = solver_messages(question, skills, ctx.spec.max_turns)
     return {**initial_state(ctx.policy.encode_messages(msgs)), "skills_block": skills}
@@ -52,11 +53,7 @@ async def search(state: SolveState, runtime: Runtime[RolloutContext]) -> Command
     return Command(update=update, goto=_ROUTE[route])
 
 
-async def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
-    """The caller's context, or, on a LangGraph server, the one its configuration describes."""
-    if isinstance(runtime.context, RolloutContext):
-        return runtime.context
-    return await defaults.served_solver_context(runtime.context)
+_ctx = defaults.node_context(RolloutContext, defaults.served_solver_context)
 
 
 def build_solve_graph(

@@ -4,6 +4,7 @@ limit, used by training, the eval, the CLI and ``langgraph dev``."""
 import ast
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,6 +51,23 @@ def test_langgraph_defaults_are_the_run_configs(monkeypatch):
     prop = defaults.propose_context()
     assert prop == propose_context(cfg, policy, search, judge=policy)
     assert prop.spec.doc_chars == 77  # not proposer_spec's own 400-character default
+
+
+def test_a_node_takes_the_callers_context_as_it_is_and_builds_a_served_one_from_its_configuration():
+    built = []
+
+    async def served(raw):
+        built.append(raw)
+        return "served context"
+
+    context = defaults.node_context(RolloutContext, served)
+    live = solver_context(load_config(None).solver, object(), object())
+    assert asyncio.run(context(SimpleNamespace(context=live))) is live and not built
+    assert asyncio.run(context(SimpleNamespace(context={"max_turns": 1}))) == "served context"
+    assert asyncio.run(context(SimpleNamespace(context=None))) == "served context"
+    assert built == [{"max_turns": 1}, None]
+    # a caller's own context brings its skills in the state: no served bank is opened for it
+    assert asyncio.run(defaults.served_skills(live, "Q?")) is None
 
 
 @pytest.mark.parametrize("max_turns", [1, 3])
