@@ -37,20 +37,23 @@ def qwen():
 
 
 def test_the_default_judge_gives_verdicts_that_agree_with_the_labels(qwen):
+    """All 119 labelled pairs of benchmarks/judge_pairs.jsonl; benchmarks/judge_agreement.py measured
+    agreement 0.82, recall of Correct 0.88 with this judge: a judge that fell to chance or always said one
+    word fails here."""
     cfg, fixed = qwen
     judge = make_judge(cfg.judge, None, models=fixed)
     pairs = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
-    picked = [p for p in pairs if p["kind"] in ("alias", "wrong")][:8]
-    picked.append(
-        next(p for p in pairs if p["kind"] == "solver" and p["prediction"] == "gravitational force")
-    )
     verdicts = asyncio.run(
-        judge.judge_many([JudgeItem(p["question"], p["prediction"], p["golds"]) for p in picked])
+        judge.judge_many([JudgeItem(p["question"], p["prediction"], p["golds"]) for p in pairs])
     )
     assert judge.unavailable_count == 0, [v.raw for v in verdicts]  # every reply said Correct or Wrong
-    assert verdicts[-1].method == "echo" and {v.method for v in verdicts[:-1]} <= {"llm", "exact"}
-    agree = sum(v.correct == bool(p["label"]) for p, v in zip(picked, verdicts))
-    assert agree >= 7, [(p["prediction"], p["label"], v.raw) for p, v in zip(picked, verdicts)]
+    by_prediction = {p["prediction"]: v for p, v in zip(pairs, verdicts)}
+    assert by_prediction["gravitational force"].method == "echo"
+    assert {v.method for v in verdicts} <= {"llm", "exact", "echo"}
+    agree = sum(v.correct == bool(p["label"]) for p, v in zip(pairs, verdicts)) / len(pairs)
+    said_correct = [v.correct for p, v in zip(pairs, verdicts) if p["label"]]
+    wrong = [(p["prediction"], p["label"], v.raw) for p, v in zip(pairs, verdicts) if v.correct != p["label"]]
+    assert agree >= 0.75 and sum(said_correct) / len(said_correct) >= 0.8, (agree, wrong)
 
 
 def test_the_default_distiller_writes_parseable_skills_that_pass_or_fail_the_checks(qwen, tmp_path):

@@ -17,6 +17,18 @@ BENCHMARKS = "/work/shared/data/benchmarks"
 USER_SESA_HOME = os.environ.get("SESA_HOME")  # read at import, before the conftest fixture replaces it
 
 
+def hedging_misses(*right: str):
+    """An answer script: the text after "answer:" when it is one of ``right``, else that text hedged ("maybe
+    Saturn"). A bare scripted miss repeats the question's own words, which the judge rules an echo without
+    asking its model; tests of the judge model need misses it has to grade."""
+
+    def answer(question: str, user: str) -> str:
+        said = question.split("answer:")[-1].strip(" ?")
+        return said if said in right else f"maybe {said}"
+
+    return answer
+
+
 class ScriptedSolver:
     """A PolicyClient whose prompts are opaque ids that remember their messages.
 

@@ -4,7 +4,7 @@ and the policy grading itself only when asked, with a warning."""
 import json
 
 import pytest
-from eval_fakes import ListSearch, ScriptedSolver
+from eval_fakes import ListSearch, ScriptedSolver, hedging_misses
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
@@ -114,7 +114,7 @@ async def test_kind_model_starts_the_judge_model_and_stops_it(
         judge=JudgeConfig(kind="model", endpoint="judge8b"),
         models={"judge8b": EndpointConfig(serve=PolicyConfig(model="m"))},
     )
-    out = await evaluate(s, policy=ScriptedSolver(), search=ListSearch())
+    out = await evaluate(s, policy=ScriptedSolver(hedging_misses("Paris")), search=ListSearch())
     assert started and started[0][1] == ["judge8b"] and judge_model.closed
     recs = {r["id"]: r for r in map(json.loads, (out.out_dir / "records.jsonl").read_text().splitlines())}
     assert recs["a1"]["judge_method"] == "exact"

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from eval_fakes import HashEncoder, ListSearch, ScriptedSolver, write_jsonl
+from eval_fakes import HashEncoder, ListSearch, ScriptedSolver, hedging_misses, write_jsonl
 from pydantic import ValidationError
 
 from sesa_eval.harness import EvalError, EvalSettings, RecordStore, evaluate
@@ -291,11 +291,12 @@ async def test_failed_judgments_are_rejudged_on_resume(tmp_path, data_dir):
             return []
 
     s = settings(tmp_path, data_dir, datasets=["alpha"], max_errors=10)
-    out = await run(s, judge=Judge(JudgePolicy(False)))
+    answer = hedging_misses("Paris", "William Shakespeare")
+    out = await run(s, ScriptedSolver(answer), judge=Judge(JudgePolicy(False)))
     methods = sorted(r["judge_method"] for r in records(out.out_dir))
     assert methods == ["exact", "exact", "judge_unavailable", "judge_unavailable"]
     assert out.report["diagnostics"]["off"]["judge_method"]["judge_unavailable"] == 2
-    p = ScriptedSolver()
+    p = ScriptedSolver(answer)
     out = await run(s, p, judge=Judge(JudgePolicy(True)))
     assert p.solved == [] and out.run.rejudged == 2  # judged again, not solved again
     assert (
