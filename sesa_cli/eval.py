@@ -33,6 +33,7 @@ from sesa_cli.eval_tables import cell, console, print_comparison, print_report, 
 from sesa_eval.progress import EvalProgress
 from sesa_eval.settings import EvalSettings, default_name
 from sesa_graph.config import JudgeConfig, SolverConfig
+from sesa_graph.fixed_models import judge_with_fallback
 from sesa_graph.model_config import PolicyConfig
 from tools.config import SearchConfig
 from tools.errors import UserError
@@ -68,7 +69,8 @@ FLAG_HELP = {
     "in-process.",
     "judge": "'none' (exact match only), a model of --config's `models:` (it judges a miss), an OpenAI-compatible "
     "endpoint URL (with --judge-model), or 'policy' (the evaluated model grades itself; warned). Default: the "
-    "run config's judge, else exact match.",
+    "run config's judge; without --config, the judge of the model's run, else the default run's (exact match, "
+    "then Qwen2.5-Coder-0.5B on a miss; exact match alone, said so, where that model is not fetched).",
     "config": "Run config YAML whose solver_policy, search, solver, judge and models sections are the defaults.",
     "overwrite": "Discard the records of an earlier eval of this name.",
 }
@@ -131,7 +133,9 @@ def resolve_settings(
     # the run config through the resolver `sesa train` and `sesa config show` use; of its sections only what
     # the file sets is taken, the rest stays the eval's default
     base, rows = resolve_config(config) if config is not None else (None, [])
-    sections, sources = _config_sections(base, rows, config, flags.get("policy.model"))
+    sections, sources = _config_sections(
+        base, rows, config, flags.get("policy.model"), judge_flag=flags.get("judge.kind") is not None
+    )
     top: dict[str, Any] = {}
     for key, value in flags.items():
         if value is None:
@@ -145,16 +149,21 @@ def resolve_settings(
     if flags.get("policy.base_url"):
         sections["policy"]["backend"] = "openai"
         sources["policy.backend"] = "flag (--base-url)"
-    models = dict(base.models) if base else {}
+    models = dict(base.models) if base else _default_models(sections, flags.get("policy.model"))
     if flags.get("judge.kind") is not None:
         sections["judge"].update(_judge_flag(flags["judge.kind"], models))
-    judge_cfg = JudgeConfig(**sections["judge"])
+    judge_cfg, fell_back = judge_with_fallback(JudgeConfig(**sections["judge"]), models)
+    if fell_back:
+        sources["judge.kind"] = f"fallback: {fell_back}"
+    if base is None and judge_cfg.kind != "model":
+        models = {}  # the default run's fixed models only came along for its judge
     policy_cfg = PolicyConfig(**sections["policy"])
     if "name" not in top:
         top["name"] = default_name(policy_cfg.model)
         sources["name"] = "from --model"
     settings = EvalSettings(
         **top,
+        judge_fallback=fell_back,
         policy=policy_cfg,
         search=SearchConfig(**sections["search"]),
         solver=SolverConfig(**sections["solver"]),
@@ -167,10 +176,15 @@ def resolve_settings(
 
 
 def _config_sections(
-    base: Any, rows: list[tuple[str, str, str]], config: Path | None, model: str | None
+    base: Any,
+    rows: list[tuple[str, str, str]],
+    config: Path | None,
+    model: str | None,
+    judge_flag: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """The policy, search, solver and judge settings a run config's file sets, by section, and where each
-    came from; with no config, the solver loop the model was trained with (its run's, else the default run's)."""
+    came from; with no config, the solver loop and judge the model was trained with (its run's, else the
+    default run's), the judge only when no --judge flag chooses another."""
     from sesa_graph.config import load_config
 
     in_file = {key for key, _, source in rows if source.startswith("file ")}
@@ -195,7 +209,20 @@ def _config_sections(
             else "config configs/tiny-cpu.yaml (the default run)"
         )
         sources.update({f"solver.{k}": src for k in sections["solver"]})
+        if not judge_flag:  # the run's judge (the default run's: exact match, then its fixed model on a miss)
+            sections["judge"] = load_config(run_cfg).judge.model_dump(exclude_unset=True)
+            sources.update({f"judge.{k}": src for k in sections["judge"]})
     return sections, sources
+
+
+def _default_models(sections: dict[str, dict[str, Any]], model: str | None) -> dict[str, Any]:
+    """With no --config: the fixed models of the run config the judge section came from (the model's run,
+    else the default run), so its judge can start; none when the judge is not a model."""
+    from sesa_graph.config import load_config
+
+    if sections["judge"].get("kind") != "model":
+        return {}
+    return dict(load_config(_run_config_of(model)).models)
 
 
 def _judge_flag(judge: str, models: dict[str, Any]) -> dict[str, Any]:

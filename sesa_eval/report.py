@@ -183,7 +183,8 @@ def build_report(
         "model": settings.policy.model,
         "endpoint": settings.policy.base_url,
         "search": settings.search.model_dump(mode="json"),
-        "judge": settings.judge.kind if settings.judge.kind != "openai" else settings.judge.base_url,
+        "judge": _judge_name(settings),
+        "judge_fallback": getattr(settings, "judge_fallback", None),
         "decoding": (
             "greedy"
             if settings.seeds is None
@@ -352,3 +353,14 @@ def write_report(out_dir: Path, report: Mapping[str, Any]) -> None:
     from sesa_eval.report_markdown import render_markdown  # (it renders this module's tables)
 
     write_text_atomic(Path(out_dir) / "report.md", render_markdown(report))
+
+
+def _judge_name(settings: Any) -> str:
+    """'none', the endpoint URL, 'policy', or the fixed model's key and the model it serves."""
+    judge = settings.judge
+    if judge.kind == "openai":
+        return str(judge.base_url)
+    if judge.kind == "model":
+        serve = settings.models[judge.endpoint].serve
+        return f"{judge.endpoint} ({serve.model})" if serve is not None else judge.endpoint
+    return judge.kind

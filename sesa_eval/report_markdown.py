@@ -23,7 +23,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "exact match only (--judge none): equal to EM"
         if judge == "none"
         else f"exact match, else the LLM judge ({judge})"
-    )
+    ) + (f" -- {report['judge_fallback']}" if report.get("judge_fallback") else "")
     lines = _settings_lines(report, judge_note)
     if not report.get("complete"):
         lines += [

@@ -98,6 +98,11 @@ class EvalSettings(ConfigModel):
         default_factory=dict,
         description="Fixed models by name, from the run config's `models:`; judge kind 'model' names one.",
     )
+    judge_fallback: str | None = Field(
+        None,
+        description="Why the judge is not the one the run config chose (its fetched model is not on this "
+        "machine), stated in the report; None when it is.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalSettings:

@@ -30,9 +30,21 @@ proposer: {rag_reader: {endpoint: judge8b}}
 """
 
 
-def test_the_default_judge_is_exact_match():
+def test_the_default_judge_is_the_default_runs_with_its_fallback_said(monkeypatch):
+    """No --config: the judge of the default run (exact match, then Qwen on a miss); where Qwen is not
+    fetched (this test's empty SESA_HOME), exact match alone, and the settings table says why."""
     assert EvalSettings(name="x").judge.kind == "none"
-    s, _ = resolve_settings(None, {})
+    s, rows = resolve_settings(None, {})
+    src = {k: f for k, _, f in rows}
+    assert s.judge.kind == "none" and s.models == {}
+    assert src["judge.kind"].startswith("fallback: judge: models.qwen is not fetched")
+    monkeypatch.setattr("sesa_graph.fixed_models.missing_fetched_model", lambda model: None)
+    s, rows = resolve_settings(None, {})
+    src = {k: f for k, _, f in rows}
+    assert (s.judge.kind, s.judge.endpoint) == ("model", "qwen") and "qwen" in s.models
+    assert src["judge.kind"] == "config configs/tiny-cpu.yaml (the default run)"
+    assert s.identity()["judge_model"]["model"] == s.models["qwen"].serve.model
+    s, _ = resolve_settings(None, {"judge.kind": "none"})  # --judge none: exact match, nothing started
     assert s.judge.kind == "none" and s.models == {}
 
 
@@ -120,6 +132,15 @@ async def test_kind_model_starts_the_judge_model_and_stops_it(
     assert recs["a1"]["judge_method"] == "exact"
     assert (recs["a2"]["judge_method"], recs["a2"]["score"]) == (method, score)
     assert len(judge_model.requests) == 1  # only the miss
+    assert out.report["judge"] == "judge8b (m)"
+
+
+async def test_a_judge_fallback_is_stated_in_the_report(tmp_path, data):
+    note = "judge: models.qwen is not fetched on this machine -- the judge is exact match alone instead"
+    s = EvalSettings(name="t", out_root=tmp_path / "evals", data_dir=data, judge_fallback=note)
+    out = await evaluate(s, policy=ScriptedSolver(), search=ListSearch())
+    assert out.report["judge_fallback"] == note
+    assert note in (out.out_dir / "report.md").read_text()
 
 
 def test_judge_policy_is_warned(tmp_path, data, monkeypatch):
