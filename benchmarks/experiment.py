@@ -130,6 +130,7 @@ def evaluate(
         args = ["eval", "--name", part, "--out-root", str(a.evals_dir), "--model", model, *data]
         args += ["--bank-modes", ",".join(modes)] + (["--bank", str(bank)] if bank else [])
         args += ["--engine", a.engine] if a.engine else []
+        args += ["--judge", "none"]  # the table is exact match; a judge model would only add time and memory
         if not (a.evals_dir / part / "report.json").is_file() or _unfinished(a.evals_dir / part):
             sesa(args, log)
         out.append(a.evals_dir / part)
