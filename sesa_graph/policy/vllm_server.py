@@ -29,6 +29,7 @@ config describes.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import signal
@@ -86,18 +87,32 @@ class ServerSpec:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    with socket.socket(_family(host)) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def port_taken(host: str, port: int) -> bool:
-    with socket.socket() as s:
+def bind_problem(host: str, port: int) -> str | None:
+    """Why a server could not listen on ``host:port`` here, said for the user; None when it could."""
+    with socket.socket(_family(host)) as s:
         try:
             s.bind((host, port))
-        except OSError:
-            return True
-    return False
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is in use; pick another with --port "
+                    f"(or port: in the config), or stop what listens there"
+                )
+            # EADDRNOTAVAIL and kin: a typo'd or another machine's address, which no port change fixes
+            return (
+                f"cannot listen on {host}:{port} ({exc.strerror}): {host} is not an address of this "
+                "machine; give host 127.0.0.1 (or 0.0.0.0 with a token) or one of this machine's interfaces"
+            )
+    return None
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 class VLLMServer:
@@ -106,7 +121,10 @@ class VLLMServer:
 
     def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
-        self.port = spec.port or free_port(spec.host)
+        try:
+            self.port = spec.port or free_port(spec.host)
+        except OSError:
+            raise ServerStartError(bind_problem(spec.host, 0) or f"cannot listen on {spec.host}") from None
         self.proc: subprocess.Popen | None = None
         host = "127.0.0.1" if spec.host in ("0.0.0.0", "::") else spec.host
         self.root_url = f"http://{host}:{self.port}"
@@ -191,11 +209,9 @@ class VLLMServer:
                 "network: give it a token (api_key_env: the name of an environment variable holding one), "
                 "or bind host 127.0.0.1"
             )
-        if port_taken(s.host, self.port):
-            raise ServerStartError(
-                f"port {self.port} on {s.host} is in use; pick another with --port "
-                f"(or port: in the config), or stop what listens there"
-            )
+        problem = bind_problem(s.host, self.port)
+        if problem:
+            raise ServerStartError(problem)
         try:
             import vllm  # noqa: F401
         except ImportError as exc:

@@ -75,6 +75,25 @@ def test_without_a_token_nothing_changes_on_loopback_and_nothing_starts_elsewher
         VLLMServer(ServerSpec("m", "m", host="0.0.0.0", port=8101)).start()
 
 
+def test_an_address_not_on_this_machine_is_named_as_such_and_a_taken_port_as_taken():
+    import socket
+
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer, bind_problem
+
+    foreign = "192.0.2.7"  # TEST-NET-1: never an interface of a test machine
+    said = bind_problem(foreign, 8102)
+    assert "192.0.2.7 is not an address of this machine" in said and "in use" not in said
+    with pytest.raises(ServerStartError, match="not an address of this machine"):  # no port: none to pick
+        VLLMServer(ServerSpec("m", "m", host=foreign, token=TOKEN))
+    with pytest.raises(ServerStartError, match="not an address of this machine"):
+        VLLMServer(ServerSpec("m", "m", host=foreign, port=8102, token=TOKEN)).start()
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        assert bind_problem("127.0.0.1", port).startswith(f"port {port} on 127.0.0.1 is in use")
+    assert bind_problem("127.0.0.1", port) is None
+
+
 # ---- the guard itself ----------------------------------------------------------------------------------------
 
 
