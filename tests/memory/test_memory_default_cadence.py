@@ -24,8 +24,10 @@ def test_the_default_config_consolidates_at_least_twice(make_memory):
         rep = mem.end_step(step, failures=[{**r, "step": step} for r in records[step % 2 :: 2]])
         if rep.commit is not None and rep.commit.version is not None:
             versions.append(rep.commit.version)
-        deadline = time.monotonic() + 60  # a real step takes minutes: the pass is done by the next boundary
-        while mem.consolidator.busy and time.monotonic() < deadline:
+        # a real step takes minutes: the pass is done by the next boundary. busy stays True until the next
+        # end_step takes the result, so waiting on it alone would sit out the whole deadline
+        deadline = time.monotonic() + 60
+        while mem.consolidator.busy and not mem.consolidator.done and time.monotonic() < deadline:
             time.sleep(0.05)
     last = mem.commit(cfg.train.steps, wait=True, timeout=60)  # what the run's finish() does
     if last is not None and last.version is not None:
