@@ -8,15 +8,25 @@ import signal
 
 # torchrun/accelerate report a rank killed by a signal in their own log rather than in their exit code
 _LAUNCHER_SIGKILL = re.compile(r"Signal 9 \(SIGKILL\)|Signals\.SIGKILL|exitcode\s*:\s*-9")
+# vLLM's API server outlives a SIGKILLed engine core or worker: it logs the death, then exits 0. An engine that
+# failed on its own logs its error first, so "exited unexpectedly" with no engine error is a kill from outside.
+_VLLM_CHILD_GONE = re.compile(r"died unexpectedly \(exit code: -9\)|engine core exited unexpectedly")
+_VLLM_ENGINE_ERROR = re.compile(
+    r"\(EngineCore[^)]*\) ERROR|EngineCore (failed to start|encountered a fatal error)"
+)
 
 
 def killed_by_sigkill(returncode: int | None, log_tail: str = "") -> bool:
-    """The process (or, under a launcher, one of its ranks) died of SIGKILL.
+    """The process (or, under a launcher, one of its ranks; under a vLLM server, its engine) died of SIGKILL.
 
     >>> killed_by_sigkill(-9), killed_by_sigkill(1, "Signal 9 (SIGKILL) received by PID 7"), killed_by_sigkill(1)
     (True, True, False)
     """
-    return returncode == -signal.SIGKILL or bool(_LAUNCHER_SIGKILL.search(log_tail))
+    return (
+        returncode == -signal.SIGKILL
+        or bool(_LAUNCHER_SIGKILL.search(log_tail))
+        or bool(_VLLM_CHILD_GONE.search(log_tail) and not _VLLM_ENGINE_ERROR.search(log_tail))
+    )
 
 
 def oom_hint(returncode: int | None, log_tail: str, lower: str) -> str:

@@ -244,7 +244,7 @@ class VLLMServer:
                 rc = self.proc.returncode
                 self.stop()
                 raise ServerStartError(
-                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc)} before it was "
+                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc, self.log_text())} before it was "
                     f"healthy; last lines of {self.log_path}:\n{self.tail()}"
                 )
             try:
@@ -271,14 +271,20 @@ class VLLMServer:
         rc = self.proc.returncode
         return (
             f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code {rc}"
-            f"{server_oom_hint(rc)}; last lines of {self.log_path}:\n{self.tail()}"
+            f"{server_oom_hint(rc, self.log_text())}; last lines of {self.log_path}:\n{self.tail()}"
         )
 
     def tail(self, n: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:]) or "(no log)"
+
+    def log_text(self, limit: int = 1 << 20) -> str:
+        """The server log's last ``limit`` bytes ('' when there is none)."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+                return f.read().decode(errors="replace")
         except OSError:
-            return "(no log)"
+            return ""
 
     def stop(self, timeout_s: float = 30.0) -> None:
         _RUNNING.discard(self)
@@ -380,8 +386,11 @@ class ServedPolicy(OpenAIPolicy):
             server.stop()
 
 
-def server_oom_hint(rc: int | None) -> str:
-    """The out-of-memory hint for a policy server killed by SIGKILL, naming what shrinks a server."""
+def server_oom_hint(rc: int | None, log_text: str = "") -> str:
+    """The out-of-memory hint for a policy server whose process or engine SIGKILL ended (``log_text``: the
+    server's log, where vLLM records a killed engine before it exits 0), naming what shrinks a server."""
     from tools.exits import oom_hint
 
-    return oom_hint(rc, "", "the policy's kv_cache_gib or max_model_len (its KV cache is most of a server)")
+    return oom_hint(
+        rc, log_text, "the policy's kv_cache_gib or max_model_len (its KV cache is most of a server)"
+    )

@@ -3,6 +3,7 @@ the settings that shrink it; any other exit is reported as before."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 from sesa_graph.policy.vllm_server import server_oom_hint
 from training.trainer_jobs import failure_message
@@ -34,3 +35,29 @@ def test_a_launcher_reporting_a_rank_killed_by_sigkill_gets_the_hint(tmp_path):
 
 def test_a_policy_server_killed_by_sigkill_names_its_kv_cache():
     assert "kv_cache_gib" in server_oom_hint(-9) and server_oom_hint(0) == server_oom_hint(1) == ""
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_engine_killed.log"
+
+
+def test_a_policy_server_whose_engine_was_killed_exits_0_and_still_gets_the_hint(tmp_path):
+    """vLLM's API server logs a SIGKILLed engine core and exits 0 (the fixture: a real server's log after
+    `kill -9` of its VLLM::EngineCore, 2026-12-03); an engine that failed on its own logs its error."""
+    from sesa_graph.policy.vllm_server import ServerSpec, VLLMServer
+
+    log = tmp_path / "server.log"
+    log.write_text(FIXTURE.read_text())
+    server = VLLMServer(ServerSpec("m", "solver", port=1, log_path=log))
+    server.proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    server.proc.wait()
+    said = server.dead()
+    assert said.startswith(
+        "the vLLM server for solver (http://127.0.0.1:1) exited with code 0 (probably killed"
+    )
+    assert "kv_cache_gib" in said
+    own_error = (
+        "(EngineCore pid=8221) ERROR 12-03 06:40:37 [core.py:1512] EngineCore encountered a fatal error.\n"
+    )
+    log.write_text(own_error + FIXTURE.read_text())
+    assert "out-of-memory" not in server.dead()
+    assert server_oom_hint(0, "INFO: Shutting down\n") == ""
