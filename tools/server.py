@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
 from tools.backends import SearchBackend
 from tools.corpus import Doc, join_contents
 from tools.errors import UserError
+from tools.ports import bind_error_message, family
 from tools.request_body import BadRequest, JsonBodyGuard
 
 log = logging.getLogger(__name__)
@@ -146,8 +147,7 @@ def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
         log.warning(
             "binding %s:%d: the server is reachable from other machines, with no authentication", host, port
         )
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family(host), socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is not "in use"
     try:
         sock.bind((host, port))
@@ -157,7 +157,7 @@ def bind_socket(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
             raise PortInUseError(
                 e.errno, f"port {port} on {host} is already in use; stop what holds it or pick another --port"
             ) from e
-        raise OSError(e.errno, f"cannot bind {host}:{port}: {e.strerror}") from e
+        raise HostError(bind_error_message(host, port, e)) from e
     sock.set_inheritable(True)
     return sock
 

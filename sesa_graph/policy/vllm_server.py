@@ -29,7 +29,6 @@ config describes.
 from __future__ import annotations
 
 import atexit
-import errno
 import logging
 import os
 import signal
@@ -50,6 +49,7 @@ from sesa_graph.policy.vllm_reload import auth_headers, reload_each, reload_serv
 from sesa_graph.policy.weight_check import WeightSyncError  # noqa: F401 - callers catch it from here
 from sesa_graph.process import die_with_parent
 from tools.errors import ServiceError
+from tools.ports import bind_problem, family
 
 log = logging.getLogger(__name__)
 
@@ -87,32 +87,9 @@ class ServerSpec:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(_family(host)) as s:
+    with socket.socket(family(host)) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def bind_problem(host: str, port: int) -> str | None:
-    """Why a server could not listen on ``host:port`` here, said for the user; None when it could."""
-    with socket.socket(_family(host)) as s:
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return (
-                    f"port {port} on {host} is in use; pick another with --port "
-                    f"(or port: in the config), or stop what listens there"
-                )
-            # EADDRNOTAVAIL and kin: a typo'd or another machine's address, which no port change fixes
-            return (
-                f"cannot listen on {host}:{port} ({exc.strerror}): {host} is not an address of this "
-                "machine; give host 127.0.0.1 (or 0.0.0.0 with a token) or one of this machine's interfaces"
-            )
-    return None
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 class VLLMServer:

@@ -32,6 +32,20 @@ def test_a_port_out_of_range_is_a_clear_error_not_an_overflow():
         bind_socket("127.0.0.1", 70000)
 
 
+def test_an_address_that_is_not_this_machines_is_named_as_such():
+    foreign = "203.0.113.7"  # TEST-NET-3, documentation only
+    with socket.socket() as probe:
+        try:
+            probe.bind((foreign, 0))
+        except OSError:
+            pass
+        else:
+            pytest.skip(f"{foreign} is an address of this machine")
+    with pytest.raises(HostError, match="203.0.113.7 is not an address of this machine") as err:
+        bind_socket(foreign, 8000)
+    assert "in use" not in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("raw", "status", "says"),
     [

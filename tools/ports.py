@@ -1,0 +1,34 @@
+"""Whether a server could listen on an address here, said for the user: a taken port and an address that is not
+this machine's need different fixes, and socket.bind's errno alone does not say which."""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+
+def family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """Why a server could not listen on ``host:port`` here; None when it could."""
+    with socket.socket(family(host)) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return bind_error_message(host, port, exc)
+    return None
+
+
+def bind_error_message(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is in use; pick another with --port (or port: in the config), "
+            "or stop what listens there"
+        )
+    # EADDRNOTAVAIL and kin: a typo'd or another machine's address, which no port change fixes
+    return (
+        f"cannot listen on {host}:{port} ({exc.strerror}): {host} is not an address of this machine; give "
+        "127.0.0.1 (or 0.0.0.0 to listen on every interface) or one of this machine's interfaces"
+    )
