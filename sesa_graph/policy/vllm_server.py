@@ -218,11 +218,11 @@ class VLLMServer:
         deadline = time.monotonic() + self.spec.startup_timeout_s
         while True:
             if self.proc is not None and self.proc.poll() is not None:
-                rc = self.proc.returncode
+                rc, text = self.proc.returncode, self.log_text()
                 self.stop()
                 raise ServerStartError(
-                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc, self.log_text())} before it was "
-                    f"healthy; last lines of {self.log_path}:\n{self.tail()}"
+                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc, text)} before it "
+                    f"was healthy; last lines of {self.log_path}:\n{self.tail(text=text)}"
                 )
             try:
                 if httpx.get(self.root_url + "/health", timeout=5.0).status_code == 200:
@@ -245,14 +245,16 @@ class VLLMServer:
         """A message naming this server if its process has exited (None while it runs)."""
         if self.proc is None or self.proc.poll() is None:
             return None
-        rc = self.proc.returncode
+        rc, text = self.proc.returncode, self.log_text()
         return (
             f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code {rc}"
-            f"{server_oom_hint(rc, self.log_text())}; last lines of {self.log_path}:\n{self.tail()}"
+            f"{server_oom_hint(rc, text)}; last lines of {self.log_path}:\n{self.tail(text=text)}"
         )
 
-    def tail(self, n: int = 30) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:]) or "(no log)"
+    def tail(self, n: int = 30, text: str | None = None) -> str:
+        """The log's last ``n`` lines (of ``text`` when the caller has read the log already)."""
+        lines = (self.log_text() if text is None else text).splitlines()[-n:]
+        return "\n".join(lines) or "(no log)"
 
     def log_text(self, limit: int = 1 << 20) -> str:
         """The server log's last ``limit`` bytes ('' when there is none)."""

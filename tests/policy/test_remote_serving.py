@@ -78,13 +78,13 @@ def test_without_a_token_nothing_changes_on_loopback_and_nothing_starts_elsewher
 def test_an_address_not_on_this_machine_is_named_as_such_and_a_taken_port_as_taken():
     import socket
 
-    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer, bind_problem
+    from sesa_graph.policy.vllm_server import ServerSpec, ServerStartError, VLLMServer
+    from tests.foreign_address import foreign_address
+    from tools.ports import bind_problem
 
-    foreign = "203.0.113.7"  # TEST-NET-3, documentation only (this machine's eth0 is in TEST-NET-1)
-    if not _unbindable(foreign):
-        pytest.skip(f"{foreign} is an address of this machine")
+    foreign = foreign_address()
     said = bind_problem(foreign, 8102)
-    assert "203.0.113.7 is not an address of this machine" in said and "in use" not in said
+    assert f"{foreign} is not an address of this machine" in said and "in use" not in said
     with pytest.raises(ServerStartError, match="not an address of this machine"):  # no port: none to pick
         VLLMServer(ServerSpec("m", "m", host=foreign, token=TOKEN))
     with pytest.raises(ServerStartError, match="not an address of this machine"):
@@ -143,14 +143,3 @@ def test_the_guard_refuses_to_run_without_a_token(monkeypatch):
     monkeypatch.delenv("SESA_VLLM_TOKEN", raising=False)
     with pytest.raises(RuntimeError, match="SESA_VLLM_TOKEN"):
         BearerTokenMiddleware(_inner)
-
-
-def _unbindable(host: str) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind((host, 0))
-        except OSError:
-            return True
-    return False
