@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+import experiment_keep as keep
 from experiment_table import BENCHMARKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,12 +111,8 @@ def train(arm: str, seed: int, a: argparse.Namespace, log: Path) -> Path:
     return run
 
 
-def evaluate(
-    name: str, model: str, modes: list[str], bank: Path | None, a: argparse.Namespace, log: Path
-) -> list[Path]:
-    """The probe set (all its questions, or the first --probe-limit); with --data-dir, the benchmarks on their
-    answerable subset (on the embedded corpus about 3 in 4 benchmark questions have no gold answer in the
-    search's reach, and their rollouts would only dilute the table)."""
+def eval_parts(name: str, a: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """Each eval directory's name under --evals-dir with its dataset arguments."""
     parts = [
         (
             f"{name}-probe",
@@ -125,8 +122,17 @@ def evaluate(
     if a.data_dir:
         bench = ["--data-dir", str(a.data_dir), "--datasets", ",".join(BENCHMARKS), "--subset", "answerable"]
         parts.append((f"{name}-bench", bench + (["--limit", str(a.limit)] if a.limit else [])))
+    return parts
+
+
+def evaluate(
+    name: str, model: str, modes: list[str], bank: Path | None, a: argparse.Namespace, log: Path
+) -> list[Path]:
+    """The probe set (all its questions, or the first --probe-limit); with --data-dir, the benchmarks on their
+    answerable subset (on the embedded corpus about 3 in 4 benchmark questions have no gold answer in the
+    search's reach, and their rollouts would only dilute the table)."""
     out = []
-    for part, data in parts:
+    for part, data in eval_parts(name, a):
         args = ["eval", "--name", part, "--out-root", str(a.evals_dir), "--model", model, *data]
         args += ["--bank-modes", ",".join(modes)] + (["--bank", str(bank)] if bank else [])
         args += ["--engine", a.engine] if a.engine else []
@@ -176,6 +182,15 @@ def learning_curves(runs: dict[str, list[Path]], out: Path) -> Path | None:
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def _keep(a: argparse.Namespace, run: Path | None, eval_dirs: list[Path], timing: Path) -> None:
+    """With --keep: a piece's finished evals, its run's small files and the timing, into the kept directory."""
+    if not a.keep:
+        return
+    if all(keep.keep_eval(d, a.keep) for d in eval_dirs) and run is not None:
+        keep.keep_run(run, a.keep)
+    keep.keep_timing(timing, a.keep)
 
 
 def write_doc(doc: Path, text: str) -> None:
@@ -230,6 +245,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--doc", type=Path, default=None, help="Also write the table into this file's marked section."
     )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="Keep each finished piece (eval records, the run's metrics, the timing) in this directory, to be "
+        "committed, and restore from it: a run spanning sittings on machines that do not keep runs/ and "
+        "evals/ (benchmarks/experiment_keep.py).",
+    )
     a = ap.parse_args(argv)
     a.arms = [x for x in a.arms.split(",") if x]
     if a.steps < 1 or a.seeds < 1:
@@ -246,24 +269,38 @@ def main(argv: list[str] | None = None) -> None:
     a = parse(argv)
     datasets = [a.probe, *(BENCHMARKS if a.data_dir else ())]
     log = a.evals_dir / f"{a.name}-log.txt"
-    timing = Timing(a.evals_dir / f"{a.name}-timing.json")
+    timing_path = a.evals_dir / f"{a.name}-timing.json"
+    if a.keep:
+        keep.restore_timing(timing_path, a.keep)
+    timing = Timing(timing_path)
     t0 = time.monotonic()
     runs: dict[str, list[Path]] = {arm: [] for arm in a.arms}
-    timing.run("warm-up", warm_up, log)
-    evals: dict[str, list[Path]] = {
-        "base": timing.run("base eval", evaluate, f"{a.name}-base", "embedded-warm", ["off"], None, a, log)
-    }
+    base = [a.evals_dir / part for part, _ in eval_parts(f"{a.name}-base", a)]
+    if a.keep and all(keep.restore_eval(d, a.keep) for d in base):
+        evals: dict[str, list[Path]] = {"base": base}
+    else:
+        timing.run("warm-up", warm_up, log)
+        evals = {
+            "base": timing.run(
+                "base eval", evaluate, f"{a.name}-base", "embedded-warm", ["off"], None, a, log
+            )
+        }
+        _keep(a, None, evals["base"], timing_path)
     for seed in range(a.seeds):
         for arm in a.arms:
+            name = f"{a.name}-{arm}-s{seed}"
+            if a.keep:
+                parts = [a.evals_dir / part for part, _ in eval_parts(name, a)]
+                keep.restore_piece(a.runs_dir / name, parts, a.keep)
             run = timing.run(f"{arm} s{seed} train", train, arm, seed, a, log)
             runs[arm].append(run)
             bank = run / "bank" if arm == "sesa" else None
             modes = (list(CONTROL_MODES) if a.controls else ["on"]) if arm == "sesa" else ["off"]
             solver = str(run / "policies" / "solver")
             piece = f"{arm} s{seed} eval"
-            evals.setdefault(arm, []).extend(
-                timing.run(piece, evaluate, f"{a.name}-{arm}-s{seed}", solver, modes, bank, a, log)
-            )
+            done = timing.run(piece, evaluate, name, solver, modes, bank, a, log)
+            evals.setdefault(arm, []).extend(done)
+            _keep(a, run, done, timing_path)
     t = table(evals, datasets, a.probe)
     total = sum(timing.s.values())
     header = (

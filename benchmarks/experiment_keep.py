@@ -1,0 +1,108 @@
+"""An experiment's finished pieces kept in the source tree (``experiment.py --keep DIR``).
+
+The full ablation needs more hours than one sitting, and ``runs/`` and ``evals/`` live only on the machine
+that made them: a fresh clone (or a machine wiped between sittings) would start again from the base eval.
+A finished arm/seed needs nothing of its run but its eval records to enter the table, so ``--keep`` copies,
+as each piece finishes, its evals' files (records gzipped: tens of MB of trajectories become a few) and its
+run's small files (config, metrics, summary: the learning curves), plus the timing, into ``DIR``, meant to
+be committed. On the next sitting the same command restores them, skips what they cover and goes on with
+the first piece they do not. A piece is kept only when finished: an interrupted run or eval is not.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+EVAL_FILES = (
+    "eval.json",
+    "answerability.jsonl",
+    "report.md",
+    "report.json",
+)  # the report last: it marks done
+RECORDS = "records.jsonl"
+RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
+TIMING = "timing.json"
+
+
+def finished_eval(eval_dir: Path) -> bool:
+    """An eval whose report says it ran to the end (one interrupted says ``aborted``)."""
+    try:
+        return not json.loads((eval_dir / "report.json").read_text()).get("aborted")
+    except (OSError, ValueError):
+        return False
+
+
+def keep_eval(eval_dir: Path, keep: Path) -> bool:
+    """Copy a finished eval into ``keep/evals/<name>``; False (nothing copied) if it is not finished."""
+    if not finished_eval(eval_dir):
+        return False
+    dest = keep / "evals" / eval_dir.name
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in EVAL_FILES:
+        if (eval_dir / name).is_file():
+            shutil.copyfile(eval_dir / name, dest / name)
+    # mtime 0 and no file name in the header: the same records give the same bytes (no churn in git)
+    with (
+        open(eval_dir / RECORDS, "rb") as src,
+        open(dest / f"{RECORDS}.gz", "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out,
+    ):
+        shutil.copyfileobj(src, out)
+    return True
+
+
+def restore_eval(eval_dir: Path, keep: Path) -> bool:
+    """Put a kept finished eval back at ``eval_dir`` unless a finished one is there; True if one is now."""
+    if finished_eval(eval_dir):
+        return True
+    src = keep / "evals" / eval_dir.name
+    if not (finished_eval(src) and (src / f"{RECORDS}.gz").is_file()):
+        return False
+    eval_dir.mkdir(parents=True, exist_ok=True)
+    with gzip.open(src / f"{RECORDS}.gz", "rb") as gz, open(eval_dir / RECORDS, "wb") as out:
+        shutil.copyfileobj(gz, out)
+    for name in EVAL_FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, eval_dir / name)
+    return finished_eval(eval_dir)
+
+
+def keep_run(run: Path, keep: Path) -> None:
+    """Copy a finished run's small files (not its policies, checkpoints or bank) into ``keep/runs/<name>``."""
+    dest = keep / "runs" / run.name
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        if (run / name).is_file():
+            shutil.copyfile(run / name, dest / name)
+
+
+def restore_piece(run: Path, eval_dirs: list[Path], keep: Path) -> bool:
+    """Restore an arm/seed whose evals were all kept: the evals, and the run's small files so that the run
+    counts as finished (its summary) and draws its learning curve. False, and the run left alone, if any of
+    its evals is not kept: the piece then runs (or resumes) as usual."""
+    if (run / "summary.json").is_file() or not all((keep / "evals" / d.name).is_dir() for d in eval_dirs):
+        return False
+    if not all(restore_eval(d, keep) for d in eval_dirs):
+        return False
+    src = keep / "runs" / run.name
+    run.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, run / name)
+    return (run / "summary.json").is_file()
+
+
+def restore_timing(timing: Path, keep: Path) -> None:
+    """The kept per-piece wall times, unless this machine has its own."""
+    if not timing.is_file() and (keep / TIMING).is_file():
+        timing.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(keep / TIMING, timing)
+
+
+def keep_timing(timing: Path, keep: Path) -> None:
+    if timing.is_file():
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(timing, keep / TIMING)

@@ -1,0 +1,90 @@
+"""benchmarks/experiment_keep.py: an experiment spanning sittings on machines that lose runs/ and evals/."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import experiment
+import experiment_keep as keep
+
+from tests.sesa_eval.test_experiment_table import HEAD, LAYOUT, _eval_dir, _probe
+from tests.sesa_runs.test_runs_learning_curve import _run
+
+
+def _finished(d: Path, aborted=None) -> Path:
+    (d / "eval.json").write_text(json.dumps({"model": "m"}))
+    (d / "report.json").write_text(json.dumps({"aborted": aborted}))
+    return d
+
+
+def _summary(run: Path) -> Path:
+    (run / "summary.json").write_text(json.dumps({"steps": 4}))
+    return run
+
+
+def test_a_finished_piece_is_kept_small_and_comes_back_whole(tmp_path):
+    k = tmp_path / "kept"
+    ev = _finished(_eval_dir(tmp_path / "evals", "x-sesa-s0-probe", "on", _probe(HEAD, lambda i: i % 2)))
+    run = _summary(_run(tmp_path / "runs" / "tmp"))
+    (run / "policies").mkdir()
+    (run / "policies" / "weights.bin").write_bytes(b"\0" * 1000)
+    assert keep.keep_eval(ev, k)
+    keep.keep_run(run, k)
+    gz = (k / "evals" / ev.name / "records.jsonl.gz").read_bytes()
+    assert keep.keep_eval(ev, k) and (k / "evals" / ev.name / "records.jsonl.gz").read_bytes() == gz
+    assert not (k / "runs" / run.name / "policies").exists()  # only the small files travel
+    records = (ev / "records.jsonl").read_bytes()
+    shutil.rmtree(tmp_path / "evals")
+    shutil.rmtree(tmp_path / "runs")
+    assert keep.restore_piece(run, [ev], k)
+    assert (ev / "records.jsonl").read_bytes() == records and keep.finished_eval(ev)
+    assert (run / "summary.json").is_file() and (run / "metrics.jsonl").is_file()
+
+
+def test_an_unfinished_eval_is_not_kept_and_a_partly_kept_piece_runs_as_usual(tmp_path):
+    k = tmp_path / "kept"
+    ev = _eval_dir(tmp_path / "evals", "x-ssp-s1-probe", "off", _probe(HEAD, lambda i: 1))
+    assert not keep.keep_eval(_finished(ev, aborted="interrupted"), k)
+    assert not (k / "evals").exists()
+    run = tmp_path / "runs" / "x-ssp-s1"
+    # the probe eval kept, the benchmark eval not: nothing restored, the run left for training
+    done = _finished(_eval_dir(tmp_path / "evals", "x-ssp-s0-probe", "off", _probe(HEAD, lambda i: 1)))
+    keep.keep_eval(done, k)
+    shutil.rmtree(done)
+    assert not keep.restore_piece(run, [done, tmp_path / "evals" / "x-ssp-s0-bench"], k)
+    assert not run.exists() and not done.exists()
+
+
+def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, monkeypatch):
+    """Sitting one kept base and sesa seed 0; sitting two, on a machine without runs/ or evals/, runs
+    nothing of those, goes on with seed 1 and writes the table with both seeds."""
+    calls = []
+
+    def fake_sesa(args, log):  # what `sesa train` and `sesa eval` leave behind
+        calls.append(args[:3])
+        name = args[args.index("--name") + 1]
+        if args[0] == "train":
+            _summary(_run(tmp_path / "runs" / "tmp")).rename(tmp_path / "runs" / name)
+        else:
+            mode = args[args.index("--bank-modes") + 1]
+            _finished(_eval_dir(tmp_path / "evals", name, mode, _probe(HEAD + LAYOUT, lambda i: i < 6)))
+
+    monkeypatch.setattr(experiment, "sesa", fake_sesa)
+    monkeypatch.setattr(experiment, "warm_up", lambda log: None)
+    k = tmp_path / "kept"
+    common = ["--name", "x", "--arms", "sesa", "--steps", "2", "--keep", str(k)]
+    common += ["--runs-dir", str(tmp_path / "runs"), "--evals-dir", str(tmp_path / "evals")]
+    experiment.main([*common, "--seeds", "1"])
+    assert [c[0] for c in calls] == ["eval", "train", "eval"]
+    assert sorted(p.name for p in (k / "evals").iterdir()) == ["x-base-probe", "x-sesa-s0-probe"]
+    assert (k / "runs" / "x-sesa-s0" / "metrics.jsonl").is_file() and (k / "timing.json").is_file()
+    shutil.rmtree(tmp_path / "runs")
+    shutil.rmtree(tmp_path / "evals")
+    calls.clear()
+    experiment.main([*common, "--seeds", "2"])
+    assert calls == [["train", "--name", "x-sesa-s1"], ["eval", "--name", "x-sesa-s1-probe"]]
+    table = json.loads((tmp_path / "evals" / "x-table.json").read_text())
+    assert table["em"]["probe-v2"]["sesa"]["seeds"] == [60.0, 60.0]
+    assert "sesa s0 train" in table["timing"]
