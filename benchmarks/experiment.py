@@ -276,16 +276,11 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.monotonic()
     runs: dict[str, list[Path]] = {arm: [] for arm in a.arms}
     base = [a.evals_dir / part for part, _ in eval_parts(f"{a.name}-base", a)]
-    if a.keep and all(keep.restore_eval(d, a.keep) for d in base):
-        evals: dict[str, list[Path]] = {"base": base}
-    else:
+    if not (a.keep and all(keep.restore_eval(d, a.keep) for d in base)):
         timing.run("warm-up", warm_up, log)
-        evals = {
-            "base": timing.run(
-                "base eval", evaluate, f"{a.name}-base", "embedded-warm", ["off"], None, a, log
-            )
-        }
-        _keep(a, None, evals["base"], timing_path)
+        timing.run("base eval", evaluate, f"{a.name}-base", "embedded-warm", ["off"], None, a, log)
+    evals: dict[str, list[Path]] = {"base": base}
+    _keep(a, None, base, timing_path)  # also a piece finished here before --keep was given
     for seed in range(a.seeds):
         for arm in a.arms:
             name = f"{a.name}-{arm}-s{seed}"

@@ -57,12 +57,11 @@ def test_an_unfinished_eval_is_not_kept_and_a_partly_kept_piece_runs_as_usual(tm
     assert not run.exists() and not done.exists()
 
 
-def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, monkeypatch):
-    """Sitting one kept base and sesa seed 0; sitting two, on a machine without runs/ or evals/, runs
-    nothing of those, goes on with seed 1 and writes the table with both seeds."""
+def _pretend_sesa(tmp_path: Path, monkeypatch) -> list:
+    """`sesa train` and `sesa eval` replaced by what they leave behind (a finished run, a finished eval)."""
     calls = []
 
-    def fake_sesa(args, log):  # what `sesa train` and `sesa eval` leave behind
+    def fake_sesa(args, log):
         calls.append(args[:3])
         name = args[args.index("--name") + 1]
         if args[0] == "train":
@@ -73,17 +72,41 @@ def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, 
 
     monkeypatch.setattr(experiment, "sesa", fake_sesa)
     monkeypatch.setattr(experiment, "warm_up", lambda log: None)
+    return calls
+
+
+def _args(tmp_path: Path, seeds: int, keep_dir: Path | None) -> list[str]:
+    args = ["--name", "x", "--arms", "sesa", "--steps", "2", "--seeds", str(seeds)]
+    args += ["--runs-dir", str(tmp_path / "runs"), "--evals-dir", str(tmp_path / "evals")]
+    return args + (["--keep", str(keep_dir)] if keep_dir else [])
+
+
+def test_pieces_finished_before_keep_was_given_are_kept_without_running_again(tmp_path, monkeypatch):
+    calls = _pretend_sesa(tmp_path, monkeypatch)
+    experiment.main(_args(tmp_path, 1, None))
+    assert len(calls) == 3 and not (tmp_path / "kept").exists()
+    experiment.main(_args(tmp_path, 1, tmp_path / "kept"))
+    assert len(calls) == 3
+    assert sorted(p.name for p in (tmp_path / "kept" / "evals").iterdir()) == [
+        "x-base-probe",
+        "x-sesa-s0-probe",
+    ]
+    assert (tmp_path / "kept" / "runs" / "x-sesa-s0" / "summary.json").is_file()
+
+
+def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, monkeypatch):
+    """Sitting one kept base and sesa seed 0; sitting two, on a machine without runs/ or evals/, runs
+    nothing of those, goes on with seed 1 and writes the table with both seeds."""
+    calls = _pretend_sesa(tmp_path, monkeypatch)
     k = tmp_path / "kept"
-    common = ["--name", "x", "--arms", "sesa", "--steps", "2", "--keep", str(k)]
-    common += ["--runs-dir", str(tmp_path / "runs"), "--evals-dir", str(tmp_path / "evals")]
-    experiment.main([*common, "--seeds", "1"])
+    experiment.main(_args(tmp_path, 1, k))
     assert [c[0] for c in calls] == ["eval", "train", "eval"]
     assert sorted(p.name for p in (k / "evals").iterdir()) == ["x-base-probe", "x-sesa-s0-probe"]
     assert (k / "runs" / "x-sesa-s0" / "metrics.jsonl").is_file() and (k / "timing.json").is_file()
     shutil.rmtree(tmp_path / "runs")
     shutil.rmtree(tmp_path / "evals")
     calls.clear()
-    experiment.main([*common, "--seeds", "2"])
+    experiment.main(_args(tmp_path, 2, k))
     assert calls == [["train", "--name", "x-sesa-s1"], ["eval", "--name", "x-sesa-s1-probe"]]
     table = json.loads((tmp_path / "evals" / "x-table.json").read_text())
     assert table["em"]["probe-v2"]["sesa"]["seeds"] == [60.0, 60.0]
