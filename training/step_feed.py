@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import RunConfig
+from sesa_graph.policy.local import release_freed_memory
 from training.ranks import Rank
 from training.sync import SyncDir
 from training.trainer_rows import last_update, rows_for_training
@@ -82,6 +83,8 @@ class StepFeed:
                 f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
             )
         self.publish(trainer, step)
+        if self.pcfg.device == "cpu":
+            release_freed_memory()  # the wait for rollouts is when the servers and the orchestrator need it
         rows = None
         if self.link is not None:
             import pandas as pd

@@ -56,6 +56,23 @@ def keep_freed_memory() -> None:
         pass
 
 
+def release_freed_memory() -> None:
+    """Give the heap's free pages back to the kernel (glibc's ``malloc_trim``).
+
+    With :func:`keep_freed_memory` a process never shrinks: a trainer that waits for a step's rollouts keeps
+    the high-water mark of its last update, free blocks included, while the vLLM servers and the orchestrator
+    need memory (a 12-step SESA run stalled at step 9 with its trainers holding 7.2 and 5.4 GiB and the machine
+    full, docs/EXPERIMENT.md). Called between updates, it costs the next update's first page faults only.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to give back this way
+        pass
+
+
 class _RowStops:
     """Stopping criterion: a row is done at EOS, at its own token budget or at one of its stop strings."""
 
