@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import RunConfig
-from sesa_graph.policy.local import release_freed_memory
 from training.ranks import Rank
 from training.sync import SyncDir
 from training.trainer_rows import last_update, rows_for_training
@@ -84,6 +83,8 @@ class StepFeed:
             )
         self.publish(trainer, step)
         if self.pcfg.device == "cpu":
+            from sesa_graph.policy.local import release_freed_memory
+
             release_freed_memory()  # the wait for rollouts is when the servers and the orchestrator need it
         rows = None
         if self.link is not None:
