@@ -137,18 +137,10 @@ def evaluate(
         args += ["--bank-modes", ",".join(modes)] + (["--bank", str(bank)] if bank else [])
         args += ["--engine", a.engine] if a.engine else []
         args += ["--judge", "none"]  # the table is exact match; a judge model would only add time and memory
-        if not (a.evals_dir / part / "report.json").is_file() or _unfinished(a.evals_dir / part):
+        if not keep.finished_eval(a.evals_dir / part):  # missing, or interrupted (its records are reused)
             sesa(args, log)
         out.append(a.evals_dir / part)
     return out
-
-
-def _unfinished(eval_dir: Path) -> bool:
-    """An eval whose report says it was interrupted (its records are kept; a re-run finishes it)."""
-    try:
-        return bool(json.loads((eval_dir / "report.json").read_text()).get("aborted"))
-    except (OSError, ValueError):
-        return True
 
 
 def learning_curves(runs: dict[str, list[Path]], out: Path) -> Path | None:

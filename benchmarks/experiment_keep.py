@@ -27,6 +27,14 @@ RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
 TIMING = "timing.json"
 
 
+def _copy(src: Path, dest: Path, names: tuple[str, ...]) -> None:
+    """Those of ``names`` that ``src`` holds, copied into ``dest`` in that order."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, dest / name)
+
+
 def finished_eval(eval_dir: Path) -> bool:
     """An eval whose report says it ran to the end (one interrupted says ``aborted``)."""
     try:
@@ -41,9 +49,6 @@ def keep_eval(eval_dir: Path, keep: Path) -> bool:
         return False
     dest = keep / "evals" / eval_dir.name
     dest.mkdir(parents=True, exist_ok=True)
-    for name in EVAL_FILES:
-        if (eval_dir / name).is_file():
-            shutil.copyfile(eval_dir / name, dest / name)
     # mtime 0 and no file name in the header: the same records give the same bytes (no churn in git)
     with (
         open(eval_dir / RECORDS, "rb") as src,
@@ -51,6 +56,7 @@ def keep_eval(eval_dir: Path, keep: Path) -> bool:
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out,
     ):
         shutil.copyfileobj(src, out)
+    _copy(eval_dir, dest, EVAL_FILES)  # after the records: a kept report.json means the records are whole
     return True
 
 
@@ -64,19 +70,13 @@ def restore_eval(eval_dir: Path, keep: Path) -> bool:
     eval_dir.mkdir(parents=True, exist_ok=True)
     with gzip.open(src / f"{RECORDS}.gz", "rb") as gz, open(eval_dir / RECORDS, "wb") as out:
         shutil.copyfileobj(gz, out)
-    for name in EVAL_FILES:
-        if (src / name).is_file():
-            shutil.copyfile(src / name, eval_dir / name)
+    _copy(src, eval_dir, EVAL_FILES)
     return finished_eval(eval_dir)
 
 
 def keep_run(run: Path, keep: Path) -> None:
     """Copy a finished run's small files (not its policies, checkpoints or bank) into ``keep/runs/<name>``."""
-    dest = keep / "runs" / run.name
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
-        if (run / name).is_file():
-            shutil.copyfile(run / name, dest / name)
+    _copy(run, keep / "runs" / run.name, RUN_FILES)
 
 
 def restore_piece(run: Path, eval_dirs: list[Path], keep: Path) -> bool:
@@ -87,11 +87,7 @@ def restore_piece(run: Path, eval_dirs: list[Path], keep: Path) -> bool:
         return False
     if not all(restore_eval(d, keep) for d in eval_dirs):
         return False
-    src = keep / "runs" / run.name
-    run.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
-        if (src / name).is_file():
-            shutil.copyfile(src / name, run / name)
+    _copy(keep / "runs" / run.name, run, RUN_FILES)
     return (run / "summary.json").is_file()
 
 

@@ -33,6 +33,12 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
+def rss_kib(pid: int | str = "self") -> int:
+    """A process's resident size in KiB (0 if /proc shows none)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+
+
 def tree_rss(root: int) -> dict[str, int]:
     """RSS in KiB of ``root`` and all its descendants, keyed by 'pid name'."""
     kids, out, todo = _children(), {}, [root]
@@ -40,11 +46,10 @@ def tree_rss(root: int) -> dict[str, int]:
         pid = todo.pop()
         todo.extend(kids.get(pid, []))
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
+            rss = rss_kib(pid)
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
         name = cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else (cmd.split() or ["?"])[0]
         out[f"{pid} {name}"] = rss
     return out

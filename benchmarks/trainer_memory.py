@@ -17,11 +17,11 @@ import random
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from train_run import rss_kib  # a sibling script: benchmarks/ is on the path when one of them runs
+
 
 def rss_gib() -> float:
-    with open("/proc/self/status") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return kb / 2**20
+    return rss_kib() / 2**20
 
 
 def main() -> None:
