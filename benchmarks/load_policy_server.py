@@ -16,7 +16,6 @@ import asyncio
 import collections
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,14 +23,10 @@ from pathlib import Path
 
 import httpx
 
+from tools.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["The capital of France is", "Water boils at", "The tallest mountain is", "A year has"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(model: str, port: int, log: Path, threads: int | None) -> subprocess.Popen:

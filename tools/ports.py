@@ -11,6 +11,24 @@ def family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free on ``host`` now. Each socket stays bound until all are picked: ports picked
+    one at a time can repeat (the kernel may hand a just-closed port out again), which made a run config with
+    two equal rendezvous ports a rare, unexplained failure."""
+    socks = [socket.socket(family(host)) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    return free_ports(1, host)[0]
+
+
 def bind_problem(host: str, port: int) -> str | None:
     """Why a server could not listen on ``host:port`` here; None when it could."""
     with socket.socket(family(host)) as s:

@@ -32,7 +32,6 @@ import atexit
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from sesa_graph.policy.vllm_reload import auth_headers, reload_each, reload_serv
 from sesa_graph.policy.weight_check import WeightSyncError  # noqa: F401 - callers catch it from here
 from sesa_graph.process import die_with_parent
 from tools.errors import ServiceError
-from tools.ports import bind_problem, family
+from tools.ports import bind_problem, free_port
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +83,6 @@ class ServerSpec:
     cuda_visible_devices: str | None = None
     # required on every route but /health when set; a server bound beyond loopback refuses to start without
     token: str | None = field(default=None, repr=False)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(family(host)) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class VLLMServer:

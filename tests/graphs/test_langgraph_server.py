@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -22,6 +21,7 @@ from graphs.selfplay import graph as selfplay_graph
 from graphs.solve import graph as solve_graph
 from graphs.studio_config import StudioConfig, coerce
 from sesa_graph.config import load_config
+from tools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
@@ -139,18 +139,12 @@ def test_a_failed_build_is_tried_again(monkeypatch):
 # ---- a real server ------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     """``langgraph dev`` on a free loopback port, in its own process group, stopped on every exit."""
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} is missing: `bash scripts/setup.sh dev` (or `studio`) makes .venv-studio")
-    port = _free_port()
+    port = free_port()
     env = dict(
         os.environ,
         HF_HUB_OFFLINE="1",

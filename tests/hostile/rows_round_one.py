@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile.harness import Outcome, cli, custom, invoke, judge_cli
+from tools.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_OK = '{"id": "1", "contents": "\\"Alpha\\"\\nAlpha is a letter."}\n'
@@ -77,14 +78,6 @@ def _hanging_port() -> int:
     held = []
     threading.Thread(target=lambda: [held.append(s.accept()) for _ in iter(int, 1)], daemon=True).start()
     return s.getsockname()[1]
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def eval_data(name: str, text: str | bytes, *contains: str):
@@ -330,9 +323,7 @@ ROWS = [
         expect="ok",
         check=markup_printed,
     ),
-    cli(
-        "r1-search", "http: port refused", _http_search(_free_port), expect="service", contains=["127.0.0.1"]
-    ),
+    cli("r1-search", "http: port refused", _http_search(free_port), expect="service", contains=["127.0.0.1"]),
     cli(
         "r1-search",
         "http: server accepts, never answers",

@@ -9,21 +9,16 @@ from pathlib import Path
 import pytest
 
 from sesa_graph.memory import BankExistsError, MemoryConfig, SkillBank
+from tools.ports import free_port
 
 CHROMA = shutil.which("chroma") or str(Path(__import__("sys").executable).with_name("chroma"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def chroma_server(tmp_path):
     if not Path(CHROMA).exists():
         pytest.skip("the chroma CLI is not installed")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [CHROMA, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,

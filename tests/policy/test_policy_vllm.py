@@ -223,10 +223,10 @@ def test_a_server_on_another_node_reloads_weights_it_fetched_from_the_coordinato
 
     from sesa_graph.model_config import PolicyConfig
     from sesa_graph.policy.factory import make_policy
-    from sesa_graph.policy.vllm_server import free_port
     from sesa_graph.policy.vllm_worker import _slot, cache_root
     from sesa_graph.policy.weight_check import WeightSyncError
     from sesa_graph.weights_wire import fetch_dir, put_dir
+    from tools.ports import free_port
 
     # the module's server, addressed as a remote one: by URL and token only, never by a path on its disk
     server, embedded = served.server, embedded_dir
@@ -308,7 +308,7 @@ def test_policy_serve_command_serves_and_stops_on_sigterm(tmp_path):
 
     import httpx
 
-    from sesa_graph.policy.vllm_server import free_port
+    from tools.ports import free_port
 
     port = free_port()
     with open(tmp_path / "serve.log", "w") as log:

@@ -14,8 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from sesa_graph.model_config import PolicyConfig
-from sesa_graph.policy.vllm_server import free_port
 from sesa_graph.weights_wire import put_dir
+from tools.ports import free_port
 
 URL = "http://10.0.0.3:8000/v1"
 

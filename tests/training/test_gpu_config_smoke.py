@@ -34,8 +34,8 @@ import yaml
 
 from sesa_graph.config import load_config
 from sesa_graph.fsutil import dump_yaml
-from sesa_graph.policy.vllm_server import free_port
 from tests.training.trainer_harness import tiny_policy
+from tools.ports import free_port
 from training.memory_plan import check_memory_plan
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,6 @@ trajectories, the two-node jobs' weights equal a one-rank job's. The final weigh
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from tests.training.trainer_harness import (
     tiny_policy,
     weights,
 )
+from tools.ports import free_ports
 from training.trainer_jobs import live_trainer_processes
 
 pytestmark = pytest.mark.slow
@@ -37,13 +37,13 @@ SESA = [sys.executable, "-m", "sesa_cli.main"]
 ROLES = ("solver", "proposer")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _ports() -> tuple[int, dict[str, int]]:
+    """The coordinator's port and each trainer job's rendezvous port, all distinct."""
+    coordinator_port, solver, proposer = free_ports(3)
+    return coordinator_port, {"solver": solver, "proposer": proposer}
 
 
-def _config(model: Path, coordinator_port: int) -> dict:
+def _config(model: Path, coordinator_port: int, rendezvous_ports: dict[str, int]) -> dict:
     policy = {"model": str(model), "device": "cpu"}
     return {
         "name": "two",
@@ -64,7 +64,7 @@ def _config(model: Path, coordinator_port: int) -> dict:
             "compute_dtype": "float32",  # bf16's rounding depends on each rank's shapes; parity is the point
             "trainer_launcher": ["torchrun"],
             "trainer_ranks": {"solver": 2, "proposer": 2},
-            "rendezvous_ports": {"solver": _free_port(), "proposer": _free_port()},
+            "rendezvous_ports": rendezvous_ports,
             "join_timeout_s": 120,
             "wait_timeout_s": 600,
         },
@@ -81,14 +81,12 @@ def _config(model: Path, coordinator_port: int) -> dict:
 
 def _start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    return subprocess.Popen(
-        [*SESA, *args],
-        cwd=cwd,
-        stdout=open(log, "a"),
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
+    with open(log, "a") as out:
+        proc = subprocess.Popen(
+            [*SESA, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    proc.log_path = log  # type: ignore[attr-defined]  # what _wait shows when the process exits early
+    return proc
 
 
 def _stop(*procs: subprocess.Popen) -> None:
@@ -98,22 +96,23 @@ def _stop(*procs: subprocess.Popen) -> None:
             p.wait()
 
 
-def _two_node_run(tmp: Path, name: str, model: Path, port: int, **train) -> Path:
+def _two_node_run(tmp: Path, name: str, model: Path, **train) -> tuple[Path, int]:
     """A trainer-only run (tests/training/trainer_harness.py) whose jobs span two nodes, one torchrun rank a
-    node and role, their weights sent through the coordinator on ``port``."""
+    node and role, their weights sent through the coordinator on the port returned with it."""
+    port, rendezvous_ports = _ports()
     run = make_run(
         tmp,
         name,
         model,
         trainer_launcher=["torchrun"],
         trainer_ranks={"solver": 2, "proposer": 2},
-        rendezvous_ports={"solver": _free_port(), "proposer": _free_port()},
+        rendezvous_ports=rendezvous_ports,
         **train,
     )
     c = yaml.safe_load((run / "config.yaml").read_text())
     c["cluster"] = {"trainers": "external", "trainer_nodes": 2, "coordinator_port": port, "weights": "store"}
     (run / "config.yaml").write_text(dump_yaml(c))
-    return run
+    return run, port
 
 
 def _signal_node(workdir: Path, agent: subprocess.Popen, sig: int) -> None:
@@ -136,7 +135,11 @@ def _wait(cond, timeout: float, what: str, *procs: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         for p in procs:
-            assert p.poll() is None, f"{what}: a process exited with {p.returncode}"
+            if p.poll() is not None:
+                tail = p.log_path.read_text()[-3000:]  # type: ignore[attr-defined]
+                raise AssertionError(
+                    f"{what}: `sesa {' '.join(p.args[3:])}` exited with {p.returncode}:\n{tail}"
+                )
         assert time.monotonic() < deadline, what
         time.sleep(0.5)
 
@@ -145,9 +148,9 @@ def test_two_nodes_survive_a_lost_node_commit_and_match_one_node(tmp_path):
     model = tiny_policy(tmp_path / "policy")
     a, b = tmp_path / "nodeA", tmp_path / "nodeB"
     a.mkdir(), b.mkdir()
-    port = _free_port()
+    port, rendezvous_ports = _ports()
     cfg = a / "two.yaml"
-    cfg.write_text(dump_yaml(_config(model, port)))
+    cfg.write_text(dump_yaml(_config(model, port, rendezvous_ports)))
     addr = f"127.0.0.1:{port}"
     run = a / "runs" / "two"
 
@@ -210,8 +213,7 @@ def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
     fp32 compute (bf16's rounding depends on each rank's shapes)."""
     model = tiny_policy(tmp_path / "policy")
     sgd = {"optim": "sgd", "learning_rate": 0.1, "compute_dtype": "float32", "steps": 2}
-    port = _free_port()
-    two = _two_node_run(tmp_path, "two", model, port, **sgd)
+    two, port = _two_node_run(tmp_path, "two", model, **sgd)
     coord = coordinator(two)
     for step in (0, 1):
         for role in ROLES:
@@ -254,8 +256,7 @@ def test_a_trainer_node_that_never_joins_stops_the_run_with_its_error(tmp_path):
     puts each job's failure where the orchestrator looks, so the run stops naming it instead of waiting
     train.wait_timeout_s (an hour by default)."""
     model = tiny_policy(tmp_path / "policy")
-    port = _free_port()
-    run = _two_node_run(tmp_path, "lonely", model, port, join_timeout_s=10)
+    run, port = _two_node_run(tmp_path, "lonely", model, join_timeout_s=10)
     coord = coordinator(run)
     node = ["trainers", "--coordinator", f"127.0.0.1:{port}", "--workdir", "trainers", "--node-rank", "0"]
     agent = _start(node, tmp_path, tmp_path / "node0.log")
