@@ -251,6 +251,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--steps and --seeds must be at least 1 (got {a.steps}, {a.seeds})")
     if not a.arms or any(x not in ARM_FLAGS for x in a.arms):
         ap.error(f"--arms {','.join(a.arms)}: choose from {', '.join(ARM_FLAGS)}")
+    if a.keep and (rule := keep.ignored_by_git(a.keep)):
+        ap.error(
+            f"--keep {a.keep}: git ignores what would be kept there ({rule}), so no commit would keep it; "
+            "choose a directory git tracks, or add a '!' rule for it to .gitignore"
+        )
     return a
 
 

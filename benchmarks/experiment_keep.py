@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 EVAL_FILES = (
@@ -25,6 +26,26 @@ EVAL_FILES = (
 RECORDS = "records.jsonl"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json")
 TIMING = "timing.json"
+
+
+def ignored_by_git(keep: Path) -> str | None:
+    """The ignore rule (``.gitignore:4:runs/``) that would keep a piece kept in ``keep`` out of a commit, or
+    None: nothing ignores it, or ``keep`` is not in a git work tree. A kept piece git never sees is lost
+    with the machine, which is the one thing ``--keep`` is for."""
+    probes = [keep / "runs" / "x" / RUN_FILES[0], keep / "evals" / "x" / f"{RECORDS}.gz", keep / TIMING]
+    cwd = next((p for p in (keep.absolute(), *keep.absolute().parents) if p.is_dir()), None)
+    try:
+        out = subprocess.run(
+            ["git", "check-ignore", "--verbose", *map(str, probes)],
+            check=False,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:  # no git: nothing to commit to either
+        return None
+    hit = out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else None
+    return hit.split("\t")[0] if hit else None
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...]) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,3 +112,27 @@ def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, 
     table = json.loads((tmp_path / "evals" / "x-table.json").read_text())
     assert table["em"]["probe-v2"]["sesa"]["seeds"] == [60.0, 60.0]
     assert "sesa s0 train" in table["timing"]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_directory_an_experiment_keeps_its_pieces_in_is_one_git_commits():
+    """Kept pieces were once silently ignored by the tree's ``runs/`` and ``evals/`` rules."""
+    assert keep.ignored_by_git(ROOT / "benchmarks" / "results" / "abl2") is None
+    assert keep.ignored_by_git(ROOT / "benchmarks" / "results" / "a-new-name") is None
+    assert keep.ignored_by_git(ROOT / "runs") == ".gitignore:4:runs/"  # the check sees the rules here
+
+
+def test_a_keep_directory_git_ignores_is_refused_naming_the_rule(tmp_path, capsys):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("out/\n")
+    try:
+        experiment.parse(["--keep", str(tmp_path / "out" / "kept")])
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("an ignored --keep directory was accepted")
+    err = capsys.readouterr().err
+    assert f"--keep {tmp_path / 'out' / 'kept'}" in err and ".gitignore:1:out/" in err
+    assert experiment.parse(["--keep", str(tmp_path / "kept")]).keep == tmp_path / "kept"
