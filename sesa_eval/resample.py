@@ -7,6 +7,11 @@ levels: each arm's replicates with replacement (the run-to-run spread), then the
 clusters of them (questions sharing an article or an answer, as probe v2 records them: resampled one by
 one they would pass for independent). With one replicate per arm and one question per cluster it is the
 plain paired bootstrap.
+
+Resampling k replicates with replacement sees (k - 1)/k of their variance: half at k = 2, the usual number
+of training seeds here. Each arm's replicates are therefore spread about their mean by sqrt(k / (k - 1))
+before they are resampled (the inflation of Davison & Hinkley 1997, section 3.8), so the replicate level
+enters at its unbiased size; the interval is then clipped to what a difference of scores can be.
 """
 
 from __future__ import annotations
@@ -44,6 +49,15 @@ def replicates(
     return out
 
 
+def _unbiased_spread(sums: np.ndarray) -> np.ndarray:
+    """Replicates x clusters sums with each replicate's deviation from the mean scaled by sqrt(k/(k-1))."""
+    k = len(sums)
+    if k < 2:
+        return sums
+    mean = sums.mean(axis=0)
+    return mean + np.sqrt(k / (k - 1)) * (sums - mean)
+
+
 def two_level(
     a: Replicates,
     b: Replicates,
@@ -55,7 +69,8 @@ def two_level(
     """B - A in points over the questions every replicate of both arms holds: ``delta`` (mean over
     replicates and questions), the two-level bootstrap 95% interval ``lo``/``hi`` (replicates, then
     clusters of ``clusters`` (question id -> cluster; default: each question its own)), ``n`` questions,
-    ``clusters`` and the replicates per arm. None without a shared question."""
+    ``clusters`` and the replicates per arm (spread to their unbiased variance, see the module's doc). None
+    without a shared question."""
     if not a or not b:
         return None
     shared = sorted(set.intersection(*(set(r) for r in (*a, *b))))
@@ -72,6 +87,7 @@ def two_level(
     sb = np.zeros((len(b), n_cl))
     np.add.at(sa.T, member, ma.T)
     np.add.at(sb.T, member, mb.T)
+    sa, sb = _unbiased_spread(sa), _unbiased_spread(sb)
     size = np.bincount(member, minlength=n_cl).astype(float)
     rng = np.random.default_rng(seed)
     ra = rng.integers(0, len(a), size=(n_boot, len(a)))
@@ -81,7 +97,7 @@ def two_level(
     mean_a = np.stack([sa[ra[i]][:, rc[i]].sum(axis=1).mean() for i in range(n_boot)]) / count
     mean_b = np.stack([sb[rb[i]][:, rc[i]].sum(axis=1).mean() for i in range(n_boot)]) / count
     boots = 100.0 * (mean_b - mean_a)
-    lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+    lo, hi = np.clip(np.quantile(boots, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]), -100.0, 100.0)
     delta = 100.0 * float(mb.mean() - ma.mean())
     return {
         "n": len(shared),

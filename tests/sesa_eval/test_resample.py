@@ -49,7 +49,24 @@ def test_run_to_run_spread_widens_the_interval():
     b = [{str(i): 1.0 for i in range(50)}, {str(i): 0.0 for i in range(50)}]
     out = two_level(a, b)
     assert out["delta"] == pytest.approx(50.0)
-    assert out["lo"] == pytest.approx(0.0) and out["hi"] == pytest.approx(100.0)
+    # two runs spread by sqrt(2): 50 -/+ 70.7, the upper end clipped to the largest possible difference
+    assert out["lo"] == pytest.approx(50.0 - 50.0 * np.sqrt(2)) and out["hi"] == pytest.approx(100.0)
+
+
+def test_the_replicate_level_enters_at_its_unbiased_variance():
+    # each run scores one value on every question, so all the spread is between runs
+    a = [{str(i): 0.0 for i in range(40)}]
+
+    def half_width(runs):
+        out = two_level(a, [{str(i): x for i in range(40)} for x in runs], n_boot=20000)
+        assert out["delta"] == pytest.approx(100.0 * np.mean(runs))
+        return (out["hi"] - out["lo"]) / 2
+
+    # two runs: the resampled means' extremes sit one sample sd (ddof 1) from the mean, not 1/sqrt(2) of it
+    assert half_width([0.2, 0.6]) == pytest.approx(100.0 * np.std([0.2, 0.6], ddof=1))
+    # eight runs: near the textbook 1.96 s / sqrt(k)
+    runs = [0.1, 0.3, 0.2, 0.6, 0.4, 0.5, 0.35, 0.25]
+    assert half_width(runs) == pytest.approx(1.96 * 100.0 * np.std(runs, ddof=1) / np.sqrt(8), rel=0.1)
 
 
 def test_clusters_are_resampled_whole():
