@@ -32,8 +32,9 @@ def ignored_by_git(keep: Path) -> str | None:
     """The ignore rule (``.gitignore:4:runs/``) that would keep a piece kept in ``keep`` out of a commit, or
     None: nothing ignores it, or ``keep`` is not in a git work tree. A kept piece git never sees is lost
     with the machine, which is the one thing ``--keep`` is for."""
+    keep = keep.absolute()  # git runs from inside keep, where a relative path would mean another place
     probes = [keep / "runs" / "x" / RUN_FILES[0], keep / "evals" / "x" / f"{RECORDS}.gz", keep / TIMING]
-    cwd = next((p for p in (keep.absolute(), *keep.absolute().parents) if p.is_dir()), None)
+    cwd = next((p for p in (keep, *keep.parents) if p.is_dir()), None)
     try:
         out = subprocess.run(
             ["git", "check-ignore", "--verbose", *map(str, probes)],
