@@ -13,6 +13,8 @@ import experiment_keep as keep
 from tests.sesa_eval.test_experiment_table import HEAD, LAYOUT, _eval_dir, _probe
 from tests.sesa_runs.test_runs_learning_curve import _run
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _finished(d: Path, aborted=None) -> Path:
     (d / "eval.json").write_text(json.dumps({"model": "m"}))
@@ -112,9 +114,6 @@ def test_a_fresh_machine_takes_up_the_experiment_from_the_kept_pieces(tmp_path, 
     table = json.loads((tmp_path / "evals" / "x-table.json").read_text())
     assert table["em"]["probe-v2"]["sesa"]["seeds"] == [60.0, 60.0]
     assert "sesa s0 train" in table["timing"]
-
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_directory_an_experiment_keeps_its_pieces_in_is_one_git_commits(monkeypatch):
