@@ -122,7 +122,8 @@ def test_the_directory_an_experiment_keeps_its_pieces_in_is_one_git_commits(monk
     monkeypatch.chdir(ROOT)  # as the documented command gives it: relative to the repository
     assert keep.ignored_by_git(Path("benchmarks/results/abl2")) is None
     assert keep.ignored_by_git(ROOT / "benchmarks" / "results" / "a-new-name") is None
-    assert keep.ignored_by_git(ROOT / "runs") == ".gitignore:4:runs/"  # the check sees the rules here
+    rule = keep.ignored_by_git(ROOT / "runs")  # the check does see this tree's rules
+    assert rule and rule.startswith(".gitignore:") and rule.endswith(":runs/"), rule
 
 
 def test_a_keep_directory_git_ignores_is_refused_naming_the_rule(tmp_path, capsys):
