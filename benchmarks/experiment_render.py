@@ -31,6 +31,11 @@ def _interval(p: dict | None) -> str:
     return "-" if not p else f"[{p['lo']:+.1f}, {p['hi']:+.1f}]"
 
 
+def _seed_t(p: dict | None) -> str:
+    """``[-27.0, +3.7] (sd 4.8, df 3)``; ``-`` without a seed spread to pool."""
+    return "-" if not p else f"{_interval(p)} (sd {p['sd']:.1f}, df {p['df']})"
+
+
 def _tests(tests: list[dict]) -> tuple[str, str]:
     """(``19:4 p 0.0026`` per seed, the exact mde per seed)."""
     if not tests:
@@ -63,11 +68,12 @@ def render(t: dict, header: str, controls: dict | None = None) -> str:
         "",
         (
             "### Paired differences (points): two-level bootstrap 95% (seeds, then questions | clusters), "
-            "exact McNemar per seed pairing (B:A discordant), exact-test mde per seed pairing"
+            "seed-level t 95% (seed sd pooled over the trained arms), exact McNemar per seed pairing (B:A "
+            "discordant), exact-test mde per seed pairing"
         ),
         "",
-        "| row | B - A | isolates | delta | 95% questions | 95% clusters | McNemar | mde |",
-        "|---|---|---|---|---|---|---|---|",
+        "| row | B - A | isolates | delta | 95% questions | 95% clusters | 95% seeds (t) | McNemar | mde |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for ds in t["rows"]:
         for (b, a), what in COMPARISONS.items():
@@ -77,7 +83,8 @@ def render(t: dict, header: str, controls: dict | None = None) -> str:
             ps, mdes = _tests(p["tests"])
             lines.append(
                 f"| {_label(ds)} | {b} - {a} | {what} | {p['questions']['delta']:+.1f} | "
-                f"{_interval(p['questions'])} | {_interval(p['clusters'])} | {ps} | {mdes} |"
+                f"{_interval(p['questions'])} | {_interval(p['clusters'])} | {_seed_t(p.get('seeds_t'))} | "
+                f"{ps} | {mdes} |"
             )
     if controls and len(controls) > 1:
         modes = list(controls)

@@ -2,7 +2,8 @@
 difference with its two-level interval, exact McNemar p per seed and mde.
 
 Arms are lists of eval directories, one per training seed (the base: one). Nothing is averaged before
-the statistics: ``sesa_eval.resample`` resamples the seeds, then the questions (or their clusters).
+the statistics: ``sesa_eval.resample`` resamples the seeds, then the questions (or their clusters), and
+gives a t-interval with the seed spread pooled over the trained arms.
 The probe's headline row leaves out the layout-bound forms (probe v2's ``layout``), which get their own
 row; hops and seen/unseen forms are slices of the headline.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 MODE = {"base": "off", "ssp": "off", "nobank": "off", "sesa": "on"}
 ARMS = tuple(MODE)
+UNTRAINED = ("base",)  # no training seed: its one eval adds no seed-to-seed spread
 # (B, A): what B - A isolates
 COMPARISONS = {
     ("sesa", "nobank"): "the bank alone (same frontier reward)",
@@ -84,7 +86,7 @@ def table(evals: dict[str, list[Path]], datasets: list[str], probe: str = "probe
     """Per row: EM per arm per seed, A/A (seed 1 - seed 0 of each trained arm) and the comparisons."""
     from sesa_eval.answerability import read_answerability
     from sesa_eval.paired import read_records
-    from sesa_eval.resample import em_per_replicate, per_run_tests, replicates, two_level
+    from sesa_eval.resample import em_per_replicate, per_run_tests, pooled_seed_t, replicates, two_level
 
     slices, clusters = probe_meta(probe)
     reach = {k: v for d in evals["base"] for k, v in read_answerability(d).items()}
@@ -105,11 +107,13 @@ def table(evals: dict[str, list[Path]], datasets: list[str], probe: str = "probe
             for arm, r in reps.items()
             if len(r) >= 2
         }
+        seeds = {arm: cell["seeds"] for arm, cell in out["em"][ds].items()}
         out["pairs"][ds] = {
             f"{b} - {a}": {
                 "questions": two_level(reps[a], reps[b]),
                 "clusters": two_level(reps[a], reps[b], cl) if cl else None,
                 "tests": per_run_tests(reps[a], reps[b]),
+                "seeds_t": pooled_seed_t(seeds, a, b, fixed=UNTRAINED),
             }
             for (b, a) in COMPARISONS
             if reps.get(a) and reps.get(b)

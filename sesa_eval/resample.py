@@ -12,18 +12,23 @@ Resampling k replicates with replacement sees (k - 1)/k of their variance: half 
 of training seeds here. Each arm's replicates are therefore spread about their mean by sqrt(k / (k - 1))
 before they are resampled (the inflation of Davison & Hinkley 1997, section 3.8), so the replicate level
 enters at its unbiased size; the interval is then clipped to what a difference of scores can be.
+
+Even so, two replicates cannot show a spread larger than their own. :func:`pooled_seed_t` gives the other
+reading a reviewer asks for: a t-interval whose spread is pooled over every trained arm's seeds, with the
+degrees of freedom that pooling has (one per arm at two seeds), on the fixed question set.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from sesa_eval.mcnemar import exact_p, mde_exact, mid_p
 from sesa_eval.records import RETRY_STATUSES
+from sesa_eval.student_t import t_quantile
 
 LEVEL = 0.95
 
@@ -135,6 +140,26 @@ def per_run_tests(a: Replicates, b: Replicates) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def pooled_seed_t(
+    seeds: Mapping[str, Sequence[float]], a: str, b: str, fixed: Collection[str] = ()
+) -> dict[str, float] | None:
+    """``b`` - ``a`` in points with a seed-level t-interval: ``seeds`` holds each arm's EM per replicate
+    (points, as :func:`em_per_replicate` gives); the seed sd is pooled over every arm not in ``fixed`` that
+    has two or more replicates (df = the sum of their k - 1). An arm in ``fixed`` (an untrained base) adds
+    no seed variance. ``delta``, ``lo``, ``hi``, ``sd`` and ``df``; None without degrees of freedom or a
+    varying side."""
+    pooled = [np.asarray(v, float) for arm, v in seeds.items() if arm not in fixed and len(v) >= 2]
+    df = sum(len(v) - 1 for v in pooled)
+    weight = sum(1.0 / len(seeds[arm]) for arm in (a, b) if arm not in fixed and seeds.get(arm))
+    if not df or not weight or not seeds.get(a) or not seeds.get(b):
+        return None
+    sd = float(np.sqrt(sum(((v - v.mean()) ** 2).sum() for v in pooled) / df))
+    delta = float(np.mean(seeds[b]) - np.mean(seeds[a]))
+    half = t_quantile(LEVEL, df) * sd * np.sqrt(weight)
+    lo, hi = np.clip([delta - half, delta + half], -100.0, 100.0)
+    return {"delta": delta, "lo": float(lo), "hi": float(hi), "sd": sd, "df": df}
 
 
 def em_per_replicate(reps: Replicates, ids: Iterable[str] | None = None) -> list[float]:

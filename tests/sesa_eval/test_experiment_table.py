@@ -85,8 +85,17 @@ def test_table_keeps_seeds_apart_and_pairs_every_arm(tmp_path):
     assert [(x["b"], x["c"]) for x in p["tests"]] == [(7, 0), (2, 0)]
     assert p["clusters"]["clusters"] <= 10
     assert t["pairs"]["nq"]["sesa - base"]["clusters"] is None  # clusters are the probe's
+    # the seed-level t: sd pooled over the trained arms' seeds (sesa 100/50, nobank 30/30, ssp 20/40), df 3;
+    # the base adds no seed spread, so its comparisons weigh one arm's seeds, not two
+    sd = ((25**2 * 2 + 10**2 * 2) / 3) ** 0.5
+    st = p["seeds_t"]
+    assert (st["df"], st["sd"]) == (3, pytest.approx(sd))
+    assert (st["lo"], st["hi"]) == (pytest.approx(45.0 - 3.1824463 * sd), 100.0)  # clipped
+    sb = t["pairs"]["probe-v2"]["sesa - base"]["seeds_t"]
+    assert sb["lo"] == pytest.approx(75.0 - 3.1824463 * sd * 0.5**0.5)
     text = experiment_render.render(t, "# x")
     assert "| probe-v2 | sesa - nobank | the bank alone" in text and "7:0 p 0.016" in text
+    assert f"[{45.0 - 3.1824463 * sd:+.1f}, +100.0] (sd {sd:.1f}, df 3)" in text
     assert "| nq (answerable) | 0.0 (n=5) |" in text and "### A/A" in text
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sesa_eval.resample import em_per_replicate, per_run_tests, replicates, two_level
+from sesa_eval.resample import em_per_replicate, per_run_tests, pooled_seed_t, replicates, two_level
 
 
 def _recs(scores, mode="off", ds="probe", seed=0):
@@ -86,3 +86,19 @@ def test_per_run_tests_pair_runs_by_index_and_reuse_a_single_base():
     assert len(tests) == 2 and tests[0]["b"] == 19 and tests[0]["c"] == 0
     assert tests[0]["p"] == pytest.approx(2 / 2**19)
     assert per_run_tests(base, [{"0": 0.5}]) == []  # not 0/1: no test
+
+
+def test_pooled_seed_t_pools_trained_arms_and_keeps_the_base_fixed():
+    em = {"base": [27.3], "ssp": [33.3, 31.0], "nobank": [34.3, 26.3], "sesa": [16.3, 24.7]}
+    # pooled by hand: each pair's squared deviations sum to (x1 - x2)^2 / 2, one df per arm
+    sd = ((2.3**2 + 8.0**2 + 8.4**2) / 2 / 3) ** 0.5
+    out = pooled_seed_t(em, "ssp", "sesa", fixed=("base",))
+    assert (out["df"], out["sd"]) == (3, pytest.approx(sd))
+    assert out["delta"] == pytest.approx(20.5 - 32.15)
+    # t(0.975, 3) = 3.182 (every table); both arms' means carry seed noise: sqrt(1/2 + 1/2)
+    assert out["hi"] - out["delta"] == pytest.approx(3.1824 * sd, rel=1e-4)
+    vs_base = pooled_seed_t(em, "base", "ssp", fixed=("base",))
+    assert vs_base["hi"] - vs_base["delta"] == pytest.approx(3.1824 * sd / 2**0.5, rel=1e-4)
+    # one seed per arm: nothing to pool, no interval
+    assert pooled_seed_t({"base": [27.3], "sesa": [16.3]}, "base", "sesa", fixed=("base",)) is None
+    assert pooled_seed_t(em, "base", "base", fixed=("base",)) is None
