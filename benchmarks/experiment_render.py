@@ -32,7 +32,7 @@ def _interval(p: dict | None) -> str:
 
 
 def _seed_t(p: dict | None) -> str:
-    """``[-27.0, +3.7] (sd 4.8, df 3)``; ``-`` without a seed spread to pool."""
+    """``[-27.0, +3.6] (sd 4.8, df 3)``; ``-`` without a seed spread to pool."""
     return "-" if not p else f"{_interval(p)} (sd {p['sd']:.1f}, df {p['df']})"
 
 
