@@ -138,3 +138,31 @@ def test_a_keep_directory_git_ignores_is_refused_naming_the_rule(tmp_path, capsy
     err = capsys.readouterr().err
     assert f"--keep {tmp_path / 'out' / 'kept'}" in err and ".gitignore:1:out/" in err
     assert experiment.parse(["--keep", str(tmp_path / "kept")]).keep == tmp_path / "kept"
+
+
+def test_the_documented_table_is_what_the_committed_pieces_give(tmp_path, monkeypatch):
+    """docs/EXPERIMENT.md's v2 table, recomputed from benchmarks/results/abl2 (the real run's records) on a
+    machine with no runs/ or evals/: every number a reviewer reads there comes from the kept pieces, and
+    nothing is trained or evaluated again."""
+    ran = []
+    monkeypatch.setattr(experiment, "sesa", lambda args, log: ran.append(args))
+    monkeypatch.setattr(experiment, "warm_up", lambda log: ran.append("warm-up"))
+    kept = shutil.copytree(ROOT / "benchmarks" / "results" / "abl2", tmp_path / "kept")
+    doc = tmp_path / "EXPERIMENT.md"
+    doc.write_text(f"{experiment.DOC_BEGIN}\n{experiment.DOC_END}\n")
+    experiment.main(
+        ["--name", "abl2", "--steps", "12", "--seeds", "2", "--probe", "probe-v2"]
+        + ["--train-set", "train.probe_dataset=probe-v2", "--keep", str(kept), "--doc", str(doc)]
+        + ["--runs-dir", str(tmp_path / "runs"), "--evals-dir", str(tmp_path / "evals")]
+    )
+    assert ran == []
+
+    def table(text: str) -> list[str]:
+        body = text[text.index(experiment.DOC_BEGIN) : text.index(experiment.DOC_END)]
+        return [line for line in body.splitlines() if not line.startswith("Wall time:")]
+
+    committed = table((ROOT / "docs" / "EXPERIMENT.md").read_text("utf-8"))
+    assert table(doc.read_text("utf-8")) == committed
+    assert "| probe-v2 | sesa - nobank | the bank alone (same frontier reward) | -9.8 |" in "\n".join(
+        committed
+    )
