@@ -372,6 +372,7 @@ def step_metrics(
         "judge_methods": dict(
             Counter(json.loads(t.verdict_json)["method"] for t in solver if t.verdict_json)
         ),
+        "correct_by": correct_by(solver),
         "proposals_by_hops": _by_hops(proposer),
         "proposal_searches": dict(sorted(Counter(str(t.n_searches) for t in proposer).items())),
         # turns max_tokens_per_turn cut (each parses as unfinished and is wasted), per role
@@ -381,6 +382,13 @@ def step_metrics(
         },
     }
     return metrics
+
+
+def correct_by(solver: list[Trajectory]) -> dict[str, int]:
+    """How many solver rollouts were judged correct by each method ('exact', 'llm'): a reader sees at once
+    when a model judge, not exact match, carries the solver's reward."""
+    verdicts = (json.loads(t.verdict_json) for t in solver if t.verdict_json)
+    return dict(Counter(v["method"] for v in verdicts if v.get("correct")))
 
 
 def _by_hops(proposer: list[Trajectory]) -> dict[str, dict[str, int]]:

@@ -7,6 +7,7 @@ documents, skills, predictions) is passed through ``protocol.escape`` by the ``r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -135,6 +136,19 @@ PROPOSER_INVALID_ACTION = (
 PROPOSER_FINAL_NOTICE = "No searches left. Write your question now with <question>your question</question>."
 PROPOSER_FINAL_FORCED_NOTICE = "No searches left. Write your question now."
 
+
+def template_placeholders() -> frozenset[str]:
+    """Every example text the prompts put inside a protocol tag (``<answer>answer</answer>``, ``<search>a
+    short query</search>``, ``<question>your question</question>``), as written: a small model copies these,
+    and such a copy is never an answer or a question, whatever a judge model says of it."""
+    templates = [v for k, v in globals().items() if k.isupper() and isinstance(v, str)]
+    found = set()
+    for text in templates:
+        found.update(m.group(2).strip() for m in _EXAMPLE_IN_TAG.finditer(text))
+    return frozenset(f for f in found if f)
+
+
+_EXAMPLE_IN_TAG = re.compile(r"<(answer|search|question)>([^<]*)</\1>")
 
 # SSP's pool rows carry example questions (``sys_question_example``) that its proposer prompt shows: the form
 # of a good question. They are about other answers, so they are shown as form only.

@@ -86,3 +86,26 @@ def echoes_question(pred: str | None, question: str, golds: str | Sequence[str])
     if not p or not p <= set(normalize_answer(question).split()):
         return False
     return not any(p & set(g.split()) for g in _golds(golds))
+
+
+def copies_question(pred: str | None, question: str) -> bool:
+    """The prediction is the question, or most of it, given back: its words are all the question's and cover
+    at least 60% of them (four words at least). Never an answer, even when it contains the gold's words ("Name
+    the island that is the largest in Canada" for Baffin Island), which :func:`echoes_question` lets through.
+    """
+    p = normalize_answer(pred).split() if pred else []
+    q = normalize_answer(question).split()
+    if not p or not q or not set(p) <= set(q):
+        return False
+    return len(p) >= max(4, 0.6 * len(q)) or p == q
+
+
+# Replies that say there is no answer: wrong unless the gold itself is one (exact match is checked first).
+NON_ANSWERS = frozenset({"unknown", "i dont know", "i do not know", "not found", "no answer", "none", "na"})
+
+
+def is_placeholder(pred: str | None, placeholders: Sequence[str]) -> bool:
+    """The prediction, normalized, is one of ``placeholders`` (example texts the prompts show inside tags,
+    ``prompts.template_placeholders()``) or says there is no answer (:data:`NON_ANSWERS`)."""
+    p = normalize_answer(pred) if pred else ""
+    return bool(p) and (p in NON_ANSWERS or p in {normalize_answer(x) for x in placeholders})

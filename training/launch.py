@@ -108,7 +108,6 @@ def ensure_models(cfg: RunConfig) -> None:
     which role falls back because its fetched model is not on this machine (the orchestrator applies it)."""
     from sesa_graph.fixed_models import with_fallbacks
     from sesa_graph.warm_model import is_complete, is_current, warm_dir
-    from training.warmup.sft import run_warmup
 
     for note in with_fallbacks(cfg)[1]:
         console.print(f"WARNING: {note}", style="bold red", markup=False, highlight=False)
@@ -127,8 +126,25 @@ def ensure_models(cfg: RunConfig) -> None:
                 f"[bold]The format-warmed embedded policy {why}: running `sesa warmup` first (about 2-5 minutes "
                 "on 2 cores, once, cached in $SESA_HOME).[/]"
             )
-            run_warmup("embedded")
+            run_warmup_process()
             return
+
+
+def run_warmup_process() -> None:
+    """``sesa warmup`` in a child process: the SFT's peak (several GB that glibc's allocator keeps once
+    freed) must not stay in the orchestrator, which then starts the run beside it (a first run in-process
+    was OOM-killed at its first consolidation). Its output goes to this terminal or log as it comes."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "sesa_cli.main", "warmup"]
+    code = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode
+    if code != 0:
+        raise ServiceError(
+            f"the format warm-up (`{' '.join(cmd[2:])}`, in its own process) exited with status {code}"
+            f"{' (killed by signal ' + str(-code) + ')' if code < 0 else ''}; its output is above. Run "
+            "`sesa warmup` alone to retry it, then `sesa train` again"
+        )
 
 
 def train(

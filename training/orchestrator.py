@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.contexts import propose_context, solver_context
-from graphs.selfplay import SelfPlayContext, StepOutput, run_step
+from graphs.selfplay import SelfPlayContext, StepOutput, correct_by, run_step
 from sesa_graph.config import RunConfig
 from sesa_graph.corpus.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.fixed_models import with_fallbacks
@@ -458,6 +458,7 @@ def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
     m["judge_methods"] = dict(
         Counter(a.metrics.get("judge_methods", {})) + Counter(b.metrics.get("judge_methods", {}))
     )
+    m["correct_by"] = correct_by(a.solver + b.solver)
     m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
     m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
     m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])

@@ -61,6 +61,8 @@ def step_line(m: dict[str, Any], steps: int, elapsed_s: float) -> str:
     started)."""
     rates = m.get("solver_success_rates") or []
     acc = f"{sum(rates) / len(rates):.2f}" if rates else "-"
+    if by_model := (m.get("correct_by") or {}).get("llm"):
+        acc += f" ({by_model} of {sum(m['correct_by'].values())} correct by the model judge)"
     parts = [
         f"step {m['step']} ({m['step'] + 1}/{steps})",  # steps count from 0, as in metrics.jsonl
         f"{m.get('seconds', 0):.0f}s, run {clock(elapsed_s)}",

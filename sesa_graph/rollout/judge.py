@@ -26,13 +26,21 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict
 
 from sesa_graph.policy.base import GenerationRequest, PolicyClient, SamplingParams
-from sesa_graph.prompts import judge_messages
-from sesa_graph.scoring import echoes_question, exact_match, f1_score
+from sesa_graph.prompts import judge_messages, template_placeholders
+from sesa_graph.scoring import (
+    copies_question,
+    echoes_question,
+    exact_match,
+    f1_score,
+    is_placeholder,
+)
 from tools.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
-JudgeMethod = Literal["exact", "echo", "llm", "judge_unavailable", "none"]
+_PLACEHOLDERS = template_placeholders()
+
+JudgeMethod = Literal["exact", "echo", "template", "llm", "judge_unavailable", "none"]
 
 
 class JudgeUnavailableError(ServiceError):
@@ -44,7 +52,10 @@ class Verdict(BaseModel):
 
     ``method`` says what decided it: ``exact`` = exact match (a hit, or a miss when no LLM judge is
     configured); ``echo`` = a miss that only repeats words of the question and shares none with a gold
-    answer (``scoring.echoes_question``), Wrong without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    answer (``scoring.echoes_question``) or gives most of the question back (``scoring.copies_question``),
+    Wrong without asking the model; ``template`` = a miss that copies an example text of the prompts
+    (``<answer>answer</answer>``) or says there is no answer (``scoring.is_placeholder``), Wrong without
+    asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
     without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
@@ -143,7 +154,11 @@ class Judge:
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="none"))
             elif em == 1.0 or self.model is None:
                 verdicts.append(Verdict(correct=em == 1.0, score=em, em=em, f1=f1, method="exact"))
-            elif echoes_question(it.prediction, it.question, it.golds):
+            elif is_placeholder(it.prediction, _PLACEHOLDERS):
+                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="template"))
+            elif echoes_question(it.prediction, it.question, it.golds) or copies_question(
+                it.prediction, it.question
+            ):
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="echo"))
             else:
                 verdicts.append(None)

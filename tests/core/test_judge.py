@@ -259,3 +259,45 @@ async def test_an_answer_that_echoes_the_question_is_wrong_without_a_call():
     assert [(v.method, v.correct) for v in verdicts] == [("echo", False), ("llm", True)]
     assert len(policy.calls[0]) == 1 and judge.llm_count == 1
     assert (await Judge(None).judge(q, "gravitational force", ["Gravity"])).method == "exact"  # no model: EM
+
+
+async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_the_model_says():
+    """The default run's judge called the literal "answer" (copied from the prompt's <answer>answer</answer>)
+    Correct 7 times in 7: a placeholder, a no-answer and the question given back are Wrong by rule, the
+    model is not asked; a gold that is itself such a word still matches exactly."""
+    policy = ScriptedPolicy(["Correct"])
+    judge = Judge(policy)
+    q = "Name the island that is the largest island in Canada and the fifth-largest in the world."
+    verdicts = await judge.judge_many(
+        [
+            ("Which vegetable came from the Andes?", "answer", ["Potato"]),
+            ("Which vegetable came from the Andes?", "The answer.", ["Potato"]),
+            ("Which vegetable came from the Andes?", "your question", ["Potato"]),
+            ("Who painted it?", "Unknown", ["Renoir"]),
+            (q, q, ["Baffin Island"]),
+            (q, "the largest island in Canada and the fifth-largest in the world", ["Baffin Island"]),
+            (
+                "Which came first, University of Oxford or University of Cambridge?",
+                "University of Oxford",
+                ["Oxford"],
+            ),
+            ("What word ends every quiz reply?", "answer", ["Answer"]),
+        ]
+    )
+    assert [(v.method, v.correct) for v in verdicts] == [
+        ("template", False),
+        ("template", False),
+        ("template", False),
+        ("template", False),
+        ("echo", False),
+        ("echo", False),
+        ("llm", True),  # a choice taken from the question is an answer: the model decides
+        ("exact", True),
+    ]
+    assert len(policy.calls) == 1 and judge.llm_count == 1
+
+
+def test_the_placeholders_are_read_from_the_prompts():
+    from sesa_graph.prompts import template_placeholders
+
+    assert {"answer", "the answer", "query", "your question", "a short query"} <= template_placeholders()
