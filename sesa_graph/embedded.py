@@ -102,3 +102,16 @@ def missing_fetched_model(name: str) -> str | None:
     except FileNotFoundError:
         return f"sesa models fetch {name}"
     return None
+
+
+def resolve_gguf(name: str) -> str:
+    """The GGUF file a llama.cpp server loads: a fetched model's verified file (``qwen2.5-coder-1.5b``), or a
+    path to a ``.gguf``; a FileNotFoundError naming the fetch command or the path otherwise."""
+    if name in SPLIT_MODELS:
+        return str(fetched_gguf(SPLIT_MODELS[name]))
+    if name.endswith(".gguf") and Path(name).is_file():
+        return name
+    fetched = ", ".join(sorted(SPLIT_MODELS))
+    raise FileNotFoundError(
+        f"backend 'llama.cpp' serves a GGUF: {name!r} is neither a fetched model ({fetched}) nor a .gguf file"
+    )

@@ -1,7 +1,8 @@
 """Which fixed model takes each role (judge, distiller) when a configured one is not on this machine.
 
-The embedded default's judge and distiller are a model fetched by the set-up (Qwen2.5-Coder-0.5B). Where
-that fetch did not happen (no registry access, no disk space), a role with a ``fallback`` goes on with it
+The embedded default's judge and distiller are a model fetched by the set-up (Qwen2.5-Coder-1.5B), served by
+a llama.cpp the set-up builds. Where the fetch or the build did not happen (no registry access, no disk
+space, no compiler), a role with a ``fallback`` goes on with it
 and the run says so loudly, once, at start; a role without one stops the run with the fetch command. The
 roles the run actually used are recorded (``roles.json`` of a run, the eval's settings), so a result is
 never read as the stronger model's when it was not.
@@ -13,12 +14,32 @@ from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.embedded import missing_fetched_model
 from sesa_graph.model_config import EndpointConfig, ModelRef
 from tools.config_model import updated
+from tools.split_models import SPLIT_MODELS, is_fetched
 from tools.errors import UserError
 
 
-def _missing(models: dict[str, EndpointConfig], key: str) -> str | None:
+def _missing(models: dict[str, EndpointConfig], key: str) -> tuple[str, str] | None:
+    """(what keeps ``models.key`` from starting here, the sentence that says how to fix it), or None."""
     ep = models.get(key)
-    return None if ep is None or ep.serve is None else missing_fetched_model(ep.serve.model)
+    if ep is None or ep.serve is None:
+        return None
+    name = ep.serve.model
+    if ep.serve.backend == "llama.cpp":
+        from sesa_graph.policy.llama_server import llama_cpp_missing
+
+        if name in SPLIT_MODELS and not is_fetched(SPLIT_MODELS[name]):  # llama.cpp reads the GGUF itself
+            return _NOT_FETCHED, _fetch(f"sesa models fetch {name}")
+        why = llama_cpp_missing()
+        return None if why is None else ("cannot be served here", f"The server: {why}")
+    fetch = missing_fetched_model(name)
+    return None if fetch is None else (_NOT_FETCHED, _fetch(fetch))
+
+
+_NOT_FETCHED = "is not fetched on this machine"
+
+
+def _fetch(command: str) -> str:
+    return f"Fetch it with `{command}` (or bash scripts/setup.sh)"
 
 
 def _fallback_for(
@@ -26,19 +47,16 @@ def _fallback_for(
 ):
     """(fallback, note) when ``endpoint``'s fetched model is missing, (None, None) when it is there; a
     UserError with the fetch command when it is missing and ``fallback`` is unset."""
-    fetch = _missing(models, endpoint)
-    if fetch is None:
+    missing = _missing(models, endpoint)
+    if missing is None:
         return None, None
+    why, fix = missing
     if fallback is None:
-        raise UserError(
-            f"{role}.endpoint models.{endpoint} is a fetched model that is not on this machine; fetch it with "
-            f"`{fetch}`, or set {role}.fallback ({allowed})"
-        )
+        raise UserError(f"{role}.endpoint models.{endpoint} {why}. {fix}, or set {role}.fallback ({allowed})")
     instead = "exact match alone" if fallback == "exact" else f"models.{fallback}"
     note = (
-        f"{role}: models.{endpoint} is not fetched on this machine -- the {role} is {instead} instead, as "
-        f"{role}.fallback: {fallback} says. Fetch it with `{fetch}` (or bash scripts/setup.sh) for the "
-        f"configured {role}."
+        f"{role}: models.{endpoint} {why} -- the {role} is {instead} instead, as {role}.fallback: {fallback} "
+        f"says. {fix} for the configured {role}."
     )
     return fallback, note
 

