@@ -14,8 +14,8 @@ from sesa_graph.config import JudgeConfig, RunConfig
 from sesa_graph.embedded import missing_fetched_model
 from sesa_graph.model_config import EndpointConfig, ModelRef
 from tools.config_model import updated
-from tools.split_models import SPLIT_MODELS, is_fetched
 from tools.errors import UserError
+from tools.split_models import SPLIT_MODELS, is_fetched
 
 
 def _missing(models: dict[str, EndpointConfig], key: str) -> tuple[str, str] | None:
