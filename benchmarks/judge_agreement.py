@@ -19,6 +19,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from sesa_cli.common import parse_overrides
 from sesa_graph.config import load_config
 from sesa_graph.policy.factory import make_judge, start_models
 from sesa_graph.rollout.judge import JudgeItem
@@ -46,7 +47,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Config override.")
     ap.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = ap.parse_args()
-    cfg = load_config(args.config, dict(kv.split("=", 1) for kv in args.set))
+    cfg = load_config(args.config, parse_overrides(args.set))
     if cfg.judge.kind != "model":
         raise SystemExit(f"judge kind is {cfg.judge.kind!r}: this measures a judge model (kind 'model')")
     pairs = [json.loads(line) for line in args.pairs.read_text().splitlines() if line.strip()]

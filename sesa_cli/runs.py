@@ -1,5 +1,6 @@
-"""``sesa trace`` and ``sesa report``: look at a run or an eval from a terminal, without Jupyter.
+"""``sesa runs``, ``sesa trace`` and ``sesa report``: look at runs and evals from a terminal, without Jupyter.
 
+    sesa runs                                         # every run: steps, how its last attempt ended, disk
     sesa trace runs/tiny-cpu                          # list rollouts (filter with --role/--status/--failure)
     sesa trace runs/tiny-cpu --rollout solver/3/3-1/0 # one rollout turn by turn
     sesa trace evals/NAME --rollout bamboogle/test_49/on/greedy --html trace.html
@@ -175,7 +176,37 @@ def report_command(
     )
 
 
+def runs_command(
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where the runs are.")] = Path("runs"),
+) -> None:
+    """List the runs: steps committed of the configured ones, how the last attempt ended (finished, running,
+    stopped with its error, or died without a word -- a SIGKILL, most likely the out-of-memory killer -- and
+    in which step), and the disk each takes."""
+    from sesa_graph.config_yaml import read_config_file
+    from training.run_life import committed_steps, status
+
+    if not runs_dir.is_dir():
+        raise UserError(f"--runs-dir {runs_dir} is not a directory (runs are written to runs/ by default)")
+    found = sorted(p for p in runs_dir.iterdir() if (p / "config.yaml").is_file())
+    if not found:
+        console.print(f"no runs in {runs_dir}", markup=False)
+        return
+    for run in found:
+        try:
+            total = read_config_file(run / "config.yaml")[0].get("train", {}).get("steps", "?")
+        except Exception:  # noqa: BLE001 -- a damaged config is shown, not fatal to the listing
+            total = "?"
+        size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file() and not f.is_symlink())
+        console.print(
+            f"{shown(run.name, None, one_line=True)}  steps {committed_steps(run)}/{total}  "
+            f"{size / 2**30:.2f} GiB  {status(run)}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 def register(app: typer.Typer) -> None:
-    """Mount ``trace`` and ``report`` on a typer app (the ``sesa`` CLI)."""
+    """Mount ``runs``, ``trace`` and ``report`` on a typer app (the ``sesa`` CLI)."""
+    app.command("runs")(reporting(runs_command))
     app.command("trace")(reporting(trace_command))
     app.command("report")(reporting(report_command))

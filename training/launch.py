@@ -170,6 +170,26 @@ def train(
 
 
 def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
+    """:func:`_run_attempt`, recorded as an attempt of the run (``training.run_life``): an earlier attempt
+    that died without a word is named first."""
+    from training import run_life
+
+    if note := run_life.diagnose(run_dir, start):
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    run_life.begin(run_dir, start)
+    try:
+        out = _run_attempt(cfg, run_dir, start, resumed)
+    except KeyboardInterrupt:
+        run_life.end(run_dir, "interrupted")
+        raise
+    except BaseException as exc:
+        run_life.end(run_dir, "stopped", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        raise
+    run_life.end(run_dir, "finished")
+    return out
+
+
+def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
