@@ -183,7 +183,9 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
         run_life.end(run_dir, "interrupted")
         raise
     except BaseException as exc:
-        run_life.end(run_dir, "stopped", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        run_life.end(
+            run_dir, "stopped", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
         raise
     run_life.end(run_dir, "finished")
     return out

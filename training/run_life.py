@@ -69,7 +69,7 @@ def _alive(pid: int) -> bool:
 def _kernel_says(pid: int) -> str | None:
     """The kernel log's out-of-memory line for ``pid``, where this user may read the log."""
     try:
-        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(["dmesg"], check=False, capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     lines = [ln.strip() for ln in out.splitlines() if f"Killed process {pid} " in ln]
