@@ -87,6 +87,15 @@ def main() -> None:
         "by_kind": {k: dict(c) for k, c in sorted(by_kind.items())},
         "load_s": round(load_s, 1),
         "single_call_s": round(single_s, 2),
+        "disagreements": [
+            {
+                **{k: p[k] for k in ("question", "golds", "prediction", "label")},
+                "said": v.correct,
+                "by": v.method,
+            }
+            for p, v in zip(pairs, verdicts)
+            if v.correct != bool(p["label"])
+        ],
         "batch_s_per_call": round(
             batch_s / max(1, methods.get("llm", 0) + methods.get("judge_unavailable", 0)), 2
         ),

@@ -166,24 +166,40 @@ def render_proposer_user(target: str, hops: int, examples: str | None = None) ->
 
 # --- Judge ---
 
-# Said explicitly: a chat template without a system turn adds its own (Qwen's names the model instead).
-JUDGE_SYSTEM = "You grade answers to quiz questions. You reply with one word: Correct or Wrong."
+# Said explicitly: a chat template without a system turn adds its own (Qwen's names the model instead). What
+# counts as the same answer is spelled out: asked only "does it mean the same?", Qwen2.5-Coder-1.5B called 38
+# of 158 wrong real solver answers Correct ("A", "Ganymede" for Callisto, "Philip II" for Alexander).
+JUDGE_SYSTEM = (
+    "You check answers to quiz questions against the gold answers. Reply with one word. Correct: the predicted "
+    "answer names the same person, place, thing, date or number as a gold answer (another name, spelling or a "
+    "fuller or shorter form of it). Wrong: anything else -- a different or related thing, a broader or narrower "
+    "one, a cut-off word, a letter, a sentence that names nothing."
+)
 
-JUDGE_PROMPT = """Does the predicted answer mean the same as one of the gold answers?
-Question: {question}
+JUDGE_PROMPT = """Question: {question}
 Gold answers: {gold_answers}
 Predicted answer: {prediction}
-Reply with one word: Correct or Wrong."""
+Does the predicted answer name the same thing as a gold answer? Reply Correct or Wrong."""
 
 
 # Worked verdicts shown before every judgment, as earlier turns of the conversation: without them a 0.5B
-# judge called all 98 exact-match misses of benchmarks/data/judge_pairs.jsonl "Correct" (precision 0.38);
-# with them it tells a related or nearby answer from the same one. None of them is in that labelled set.
+# judge called all 98 exact-match misses of benchmarks/data/judge_pairs.jsonl "Correct" (precision 0.38).
+# Wrong ones outnumber Correct ones as they do among a small solver's misses: a broader place, a related
+# person, a cut-off word. None of them is in either labelled set (benchmarks/data/judge_pairs*.jsonl).
 JUDGE_EXAMPLES: tuple[tuple[str, str, str, str], ...] = (
     ("Who wrote the novel Nineteen Eighty-Four?", "George Orwell", "Orwell", "Correct"),
     ("In which year did the Berlin Wall fall?", "1989", "1991", "Wrong"),
+    ("Which city hosted the 1936 Summer Olympics?", "Berlin", "Germany", "Wrong"),
     ("Which planet is known as the Red Planet?", "Mars", "the planet Mars", "Correct"),
     ("Who composed the opera The Magic Flute?", "Wolfgang Amadeus Mozart", "Ludwig van Beethoven", "Wrong"),
+    (
+        "Who was the first President of the United States?",
+        "George Washington",
+        "the first president",
+        "Wrong",
+    ),
+    ("In what year did the First World War begin?", "1914", "July 1914", "Correct"),
+    ("Which river flows through Baghdad?", "Tigris", "Tig", "Wrong"),
     ("What is the capital of Canada?", "Ottawa", "Canada", "Wrong"),
 )
 

@@ -77,15 +77,28 @@ def contains_answer(text: str | None, golds: str | Sequence[str]) -> bool:
 
 
 def echoes_question(pred: str | None, question: str, golds: str | Sequence[str]) -> bool:
-    """Every normalized word of the prediction is a word of the question, and none is a word of a gold
-    answer: the answer only repeats the question ("gravitational force" for "what is the common name for
-    gravitational force?"). Such an answer is wrong whatever a small judge model says; the distiller is told
-    of it too. A prediction sharing a word with a gold ("Jefferson" for "Adams or Jefferson?") never echoes.
+    """Every normalized word of the prediction (less filler such as "answer" and "is") is a word of the
+    question, and the words it shares with a gold answer are common nouns the question writes in lower
+    case: the answer only repeats the question ("gravitational force" for "what is the common name for
+    gravitational force?"; "second-longest river in China" for the Yellow River, sharing only "river").
+    Such an answer is wrong whatever a small judge model says; the distiller is told of it too. A prediction
+    sharing a name with a gold ("Jefferson" for "Adams or Jefferson?", capitalised in the question) never
+    echoes: a choice the question offers is an answer.
     """
-    p = set(normalize_answer(pred).split()) if pred else set()
+    p = set(normalize_answer(pred).split()) - _FILLER if pred else set()
     if not p or not p <= set(normalize_answer(question).split()):
         return False
-    return not any(p & set(g.split()) for g in _golds(golds))
+    common = _lower_case_words(question)
+    return all((p & set(g.split())) <= common for g in _golds(golds))
+
+
+# Words a reply wraps an echo in ("the answer is ...", "it was named ...").
+_FILLER = frozenset({"answer", "is", "was", "it", "this", "that", "name", "named", "called"})
+
+
+def _lower_case_words(text: str) -> set[str]:
+    """Normalized words of ``text`` written in lower case there (common nouns, not names)."""
+    return {normalize_answer(w) for w in text.split() if w[:1].islower()} - {""}
 
 
 def copies_question(pred: str | None, question: str) -> bool:
@@ -106,6 +119,10 @@ NON_ANSWERS = frozenset({"unknown", "i dont know", "i do not know", "not found",
 
 def is_placeholder(pred: str | None, placeholders: Sequence[str]) -> bool:
     """The prediction, normalized, is one of ``placeholders`` (example texts the prompts show inside tags,
-    ``prompts.template_placeholders()``) or says there is no answer (:data:`NON_ANSWERS`)."""
+    ``prompts.template_placeholders()``), says there is no answer (:data:`NON_ANSWERS`), or is a single
+    letter ("A", "M": a cut-off reply, not a name; a single digit is a number)."""
+    chars = [c for c in pred or "" if c.isalnum()]
+    if len(chars) == 1 and chars[0].isalpha():
+        return True
     p = normalize_answer(pred) if pred else ""
     return bool(p) and (p in NON_ANSWERS or p in {normalize_answer(x) for x in placeholders})

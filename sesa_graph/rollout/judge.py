@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 _PLACEHOLDERS = template_placeholders()
 
-JudgeMethod = Literal["exact", "echo", "template", "llm", "judge_unavailable", "none"]
+JudgeMethod = Literal["exact", "echo", "non_answer", "llm", "judge_unavailable", "none"]
 
 
 class JudgeUnavailableError(ServiceError):
@@ -51,11 +51,11 @@ class Verdict(BaseModel):
     """One judgment; its fields are logged as metrics and ``rewards.solver_reward`` maps it to a reward.
 
     ``method`` says what decided it: ``exact`` = exact match (a hit, or a miss when no LLM judge is
-    configured); ``echo`` = a miss that only repeats words of the question and shares none with a gold
-    answer (``scoring.echoes_question``) or gives most of the question back (``scoring.copies_question``),
-    Wrong without asking the model; ``template`` = a miss that copies an example text of the prompts
-    (``<answer>answer</answer>``) or says there is no answer (``scoring.is_placeholder``), Wrong without
-    asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    configured); ``echo`` = a miss that only repeats words of the question, sharing no name with a gold
+    answer (``scoring.echoes_question``), or gives most of the question back (``scoring.copies_question``),
+    Wrong without asking the model; ``non_answer`` = a miss that copies an example text of the prompts
+    (``<answer>answer</answer>``), says there is no answer or is a single character
+    (``scoring.is_placeholder``), Wrong without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
     without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
@@ -155,7 +155,7 @@ class Judge:
             elif em == 1.0 or self.model is None:
                 verdicts.append(Verdict(correct=em == 1.0, score=em, em=em, f1=f1, method="exact"))
             elif is_placeholder(it.prediction, _PLACEHOLDERS):
-                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="template"))
+                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="non_answer"))
             elif echoes_question(it.prediction, it.question, it.golds) or copies_question(
                 it.prediction, it.question
             ):

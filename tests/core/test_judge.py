@@ -177,7 +177,9 @@ async def test_reply_inside_a_template_opened_think_is_no_verdict():
 
 async def test_policy_judge_error_falls_back_and_is_counted():
     judge = Judge(ScriptedPolicy(error=RuntimeError("endpoint down")))
-    verdicts = await judge.judge_many([("q", "Milan", ["Rome"]), ("q", "Rome", ["Rome"]), ("q", "x", ["y"])])
+    verdicts = await judge.judge_many(
+        [("q", "Milan", ["Rome"]), ("q", "Rome", ["Rome"]), ("q", "Paris", ["Lyon"])]
+    )
     assert [v.method for v in verdicts] == ["judge_unavailable", "exact", "judge_unavailable"]
     assert [v.correct for v in verdicts] == [False, True, False]
     assert judge.unavailable_count == 2
@@ -265,7 +267,7 @@ async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_th
     """The default run's judge called the literal "answer" (copied from the prompt's <answer>answer</answer>)
     Correct 7 times in 7: a placeholder, a no-answer and the question given back are Wrong by rule, the
     model is not asked; a gold that is itself such a word still matches exactly."""
-    policy = ScriptedPolicy(["Correct"])
+    policy = ScriptedPolicy(["Correct", "Correct"])
     judge = Judge(policy)
     q = "Name the island that is the largest island in Canada and the fifth-largest in the world."
     verdicts = await judge.judge_many(
@@ -274,6 +276,8 @@ async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_th
             ("Which vegetable came from the Andes?", "The answer.", ["Potato"]),
             ("Which vegetable came from the Andes?", "your question", ["Potato"]),
             ("Who painted it?", "Unknown", ["Renoir"]),
+            ("Which planet is it?", "A", ["Earth"]),
+            ("How many times wider is it?", "4", ["FOUR (4)"]),
             (q, q, ["Baffin Island"]),
             (q, "the largest island in Canada and the fifth-largest in the world", ["Baffin Island"]),
             (
@@ -285,16 +289,18 @@ async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_th
         ]
     )
     assert [(v.method, v.correct) for v in verdicts] == [
-        ("template", False),
-        ("template", False),
-        ("template", False),
-        ("template", False),
+        ("non_answer", False),
+        ("non_answer", False),
+        ("non_answer", False),
+        ("non_answer", False),
+        ("non_answer", False),
+        ("llm", True),  # a single digit is a number: the model decides
         ("echo", False),
         ("echo", False),
         ("llm", True),  # a choice taken from the question is an answer: the model decides
         ("exact", True),
     ]
-    assert len(policy.calls) == 1 and judge.llm_count == 1
+    assert len(policy.calls) == 1 and judge.llm_count == 2
 
 
 def test_the_placeholders_are_read_from_the_prompts():

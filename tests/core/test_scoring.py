@@ -70,3 +70,20 @@ def test_f1_score(pred, golds, expected):
 )
 def test_contains_answer(text, golds, expected):
     assert contains_answer(text, golds) is expected
+
+
+def test_an_answer_made_of_the_questions_words_sharing_only_a_common_noun_with_the_gold_echoes():
+    """Real solver answers the 1.5B judge called Correct: each only restates the question, sharing with the
+    gold a lower-case common noun ("river", "dynasty"); a name the question offers is still an answer."""
+    from sesa_graph.scoring import echoes_question
+
+    q = "Name the river that is the second-longest river in China and the sixth-longest in the world."
+    assert echoes_question("Second-longest river in China", q, ["Yellow River", "Huanghe"])
+    assert echoes_question("the answer is the river", q, ["Yellow River"])
+    assert not echoes_question("Yellow River", q, ["Yellow River"])
+    assert not echoes_question(
+        "Huang river", q, ["Yellow River"]
+    )  # a word the question lacks: the model decides
+    q2 = "Who was older, John Adams or Thomas Jefferson?"
+    assert not echoes_question("Jefferson", q2, ["Thomas Jefferson"])
+    assert echoes_question("John Adams", q2, ["Thomas Jefferson"])
