@@ -121,6 +121,14 @@ class TrainConfig(Strict):
     )
     max_completion_length: int = Field(2048, ge=16, description="Longest completion the trainer scores.")
     report_to: str = Field("none", description="TRL/transformers logging: none, tensorboard, trackio, wandb.")
+    memory_check: bool = Field(
+        True,
+        description="Before a run whose policies and trainers all live on this machine's CPU starts anything, "
+        "add up each process's estimated peak memory (training.host_memory: measured PSS of the default run, "
+        "scaled by the models' sizes) and refuse, naming the knobs, a run that exceeds MemAvailable (or the "
+        "cgroup's limit): on a laptop the out-of-memory killer would otherwise end it minutes in, silently. "
+        "Off: start anyway.",
+    )
     probe_every: int = Field(
         0,
         ge=0,

@@ -162,6 +162,7 @@ def train(
     if cfg is not None:  # before the run directory exists
         check_tracker(cfg.train.report_to)
         check_gpu_plan(cfg)
+        check_cpu_memory(cfg)
     cfg, run_dir, start, lock = prepare_run(cfg, runs_dir, resume, overrides, flags)
     try:
         return _run(cfg, run_dir, start, resume is not None)
@@ -196,7 +197,7 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
     from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
 
-    if _nothing_to_run(cfg, run_dir, start):
+    if _nothing_to_run(cfg, run_dir, start, resumed):
         return run_dir
     ensure_models(cfg)
     console.print(
@@ -269,7 +270,7 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
     return run_dir
 
 
-def _nothing_to_run(cfg: RunConfig, run_dir: Path, start: int) -> bool:
+def _nothing_to_run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> bool:
     """The checks before anything starts (tracker, GPU plan, target pool); True when every step and the
     trainers' last update are done already."""
     from sesa_graph.corpus.targets import check_pool
@@ -278,6 +279,8 @@ def _nothing_to_run(cfg: RunConfig, run_dir: Path, start: int) -> bool:
     check_tracker(cfg.train.report_to)
     check_gpu_plan(cfg)
     check_pool(cfg.train.target_pool)  # a missing or bad pool file stops here, before servers and trainers
+    if resumed and start < cfg.train.steps:  # a new run was checked before its directory was made
+        check_cpu_memory(cfg)
     if start >= cfg.train.steps:
         if all((run_dir / "policies" / r / ".complete").exists() for r in ROLES):
             console.print(f"{run_dir}: all {cfg.train.steps} steps are committed; nothing to resume")
@@ -346,6 +349,18 @@ def check_gpu_plan(cfg: RunConfig) -> None:
 
     if any(p.device.startswith("cuda") for p in (cfg.solver_policy, cfg.proposer_policy)):
         check_memory_plan(cfg)
+
+
+def check_cpu_memory(cfg: RunConfig) -> None:
+    """Refuse, before anything starts, a CPU run that cannot fit the memory this machine has free
+    (``training.host_memory``); say what it will take otherwise."""
+    from training.host_memory import available_gib, check_host_memory, on_this_cpu
+
+    if not (cfg.train.memory_check and on_this_cpu(cfg)):
+        return
+    have, source = available_gib()
+    need = check_host_memory(cfg, (have, source))
+    console.print(f"memory: this run should peak near {need:.1f} GiB; {have:.1f} GiB free ({source})")
 
 
 def _engine(pcfg: Any) -> str:

@@ -1,0 +1,56 @@
+"""`sesa train`'s CPU memory check: the default run's processes are all counted, and a machine with too little
+free memory is refused before anything starts, in one line naming the knobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sesa_graph.config import load_config
+from tools.errors import UserError
+from training.host_memory import MARGIN_GIB, available_gib, check_host_memory, host_plan, on_this_cpu
+
+
+def test_the_default_run_counts_every_process_it_starts():
+    cfg = load_config(None)
+    names = [p.name for p in host_plan(cfg)]
+    assert names[0].startswith("orchestrator")
+    assert {"solver vLLM server", "proposer vLLM server", "solver trainer", "proposer trainer"} <= set(names)
+    assert on_this_cpu(cfg)
+    total = sum(p.gib for p in host_plan(cfg))
+    assert 8 < total < 24  # the measured default sits in between; a unit slip (MiB, bytes) does not
+
+
+def test_without_fixed_models_the_plan_is_smaller_and_names_no_llama_server():
+    full = load_config(None)
+    bare = load_config(None, {"judge.kind": "none", "memory.mode": "off"})
+    assert not any("models." in p.name for p in host_plan(bare))
+    assert sum(p.gib for p in host_plan(bare)) < sum(p.gib for p in host_plan(full))
+
+
+def test_a_machine_without_room_is_refused_naming_the_knobs():
+    cfg = load_config(None)
+    need = sum(p.gib for p in host_plan(cfg)) + MARGIN_GIB
+    assert check_host_memory(cfg, (need + 0.1, "test")) == pytest.approx(need)
+    with pytest.raises(UserError) as err:
+        check_host_memory(cfg, (need - 1.0, "MemAvailable"))
+    msg = str(err.value)
+    assert "\n" not in msg and "MemAvailable" in msg and "train.memory_check=false" in msg
+    assert "judge.kind=none" in msg
+
+
+def test_this_machines_free_memory_is_read():
+    have, source = available_gib()
+    assert have > 0 and source
+
+
+def test_sesa_train_refuses_before_it_makes_the_run_directory(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import training.host_memory as hm
+    from sesa_cli.main import build_app
+
+    monkeypatch.setattr(hm, "available_gib", lambda: (2.0, "MemAvailable"))
+    res = CliRunner().invoke(build_app(), ["train", "--runs-dir", str(tmp_path / "runs"), "--name", "x"])
+    assert res.exit_code == 2, res.output
+    assert "machine has 2.0 GiB free" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "runs" / "x").exists()

