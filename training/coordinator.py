@@ -41,14 +41,30 @@ class CoordinatorError(ServiceError, RuntimeError):
 
 
 def open_store(host: str, port: int, master: bool, timeout_s: float) -> Any:
+    """A client of the store at ``host:port``, or with ``master`` the store itself, listening on ``host``
+    only: torch's TCPStore server binds every interface whatever host it is given, so the master gets a
+    socket bound here (``master_listen_fd``; the store owns it from then on)."""
     from torch.distributed import TCPStore
 
+    fd = None
+    if master:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        port, fd = sock.getsockname()[1], sock.detach()
     return TCPStore(
         host,
         port,
         is_master=master,
         wait_for_workers=False,
         timeout=datetime.timedelta(seconds=timeout_s),
+        master_listen_fd=fd,
     )
 
 
@@ -118,12 +134,12 @@ class Coordinator:
         host, port = cluster.coordinator_host, cluster.coordinator_port or 0
         try:
             self.store = open_store(host, port, True, 60.0)
-        except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError or RuntimeError
+        except Exception as exc:  # noqa: BLE001 - the bind's OSError, torch's DistNetworkError or RuntimeError
             raise CoordinatorError(
                 f"cannot host the coordinator on {host}:{port} ({str(exc).splitlines()[0]}): "
                 + (
                     "the port is in use; give cluster.coordinator_port another or stop what listens there"
-                    if "in use" in str(exc)
+                    if "in use" in str(exc).lower()
                     else "check cluster.coordinator_host is an address of this machine"
                 )
             ) from None

@@ -316,3 +316,15 @@ def test_job_store_join_names_a_rank_that_never_started(monkeypatch, store):
     monkeypatch.setenv("MASTER_PORT", str(store.port))
     with pytest.raises(PeerDiedError, match=r"rank\(s\) \[1\] of 2 did not start.*solver-trainer.rank1.log"):
         JobStore(Rank(0, 2), 5).join("solver", Path("/tmp/solver-trainer.log"), 0.3)
+
+
+def test_the_coordinator_listens_on_loopback_only(coord):
+    """torch's TCPStore server binds every interface whatever host it is given; the coordinator's socket is
+    bound to cluster.coordinator_host (127.0.0.1 by default): /proc/net shows 127.0.0.1:PORT, never *:PORT."""
+    rows = [
+        line.split()
+        for table in ("tcp", "tcp6")
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+    ]
+    listening = [r[1] for r in rows if r[3] == "0A" and int(r[1].split(":")[1], 16) == coord.port]
+    assert listening == [f"0100007F:{coord.port:04X}"], listening
