@@ -18,6 +18,10 @@ ROLES = ("solver", "proposer")
 LAUNCHERS = ("torchrun", "accelerate")
 
 
+# Launcher flags that make it run something other than the trainer module sesa appends (a shell, a module).
+_PROGRAM_FLAGS = frozenset({"--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path"})
+
+
 class TrainConfig(Strict):
     """The self-play training loop and the two GRPO trainers (TRL ``GRPOConfig`` settings)."""
 
@@ -297,12 +301,18 @@ class TrainConfig(Strict):
                 "start together and would join one rendezvous: give each role its own port"
             )
         if self.trainer_launcher:
-            name = self.trainer_launcher[0].rsplit("/", 1)[-1]
+            name = self.trainer_launcher[0]
             if name not in LAUNCHERS:
                 raise ValueError(
-                    f"train.trainer_launcher starts with {self.trainer_launcher[0]!r}; sesa knows how to pass "
-                    "ranks and ports to torchrun and accelerate only: use [torchrun] or [accelerate, launch]"
+                    f"train.trainer_launcher starts with {name!r}; sesa knows how to pass ranks and ports to "
+                    "torchrun and accelerate only, as installed beside it: use [torchrun] or [accelerate, launch]"
                 )
+            for arg in self.trainer_launcher[1:]:
+                if arg.split("=", 1)[0] in _PROGRAM_FLAGS:
+                    raise ValueError(
+                        f"train.trainer_launcher: {arg!r} would change the program the launcher runs; sesa runs "
+                        "its own trainer module (a config, maybe received from the coordinator, never names one)"
+                    )
             if name == "accelerate" and self.trainer_launcher[1:2] != ["launch"]:
                 raise ValueError("train.trainer_launcher: write [accelerate, launch, ...]")
         check_param_dtype(self.param_dtype, self.learning_rate, self.optim)

@@ -54,11 +54,14 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
     wait = [f"timeout={int(t.join_timeout_s)}"] if node.count > 1 else []
     if not t.trainer_launcher:
         return [sys.executable]
-    name = Path(t.trainer_launcher[0]).name
+    name = t.trainer_launcher[0]
+    # the launcher installed beside this interpreter (the venv's), not whatever PATH finds first
+    beside = Path(sys.executable).parent / name
+    exe = str(beside) if beside.is_file() else name
     rest = t.trainer_launcher[1:]
     if name == "torchrun":
         return [
-            *t.trainer_launcher[:1],
+            exe,
             "--nnodes",
             str(node.count),
             "--node-rank",
@@ -78,7 +81,8 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     bf16 = resolve_compute_dtype(t.compute_dtype, pcfg.device) == "bfloat16"
     return [
-        *t.trainer_launcher[:2],
+        exe,
+        *t.trainer_launcher[1:2],
         *(["--multi_gpu"] if ranks > 1 else []),
         "--num_processes",
         str(ranks),

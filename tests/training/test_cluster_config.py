@@ -173,7 +173,7 @@ def test_torchrun_on_the_second_of_two_nodes():
     for role, per_node in (("solver", 1), ("proposer", 2)):
         port = cfg.train.rendezvous_ports[role]
         assert launcher_command(cfg, role, node) == [
-            "torchrun",
+            _beside("torchrun"),
             *("--nnodes", "2", "--node-rank", "1", "--nproc-per-node", str(per_node)),
             *("--master-addr", "10.0.0.1", "--master-port", str(port)),
             # the other node gets train.join_timeout_s to join, not torch's 600 s
@@ -184,7 +184,7 @@ def test_torchrun_on_the_second_of_two_nodes():
 def test_accelerate_on_the_second_of_two_nodes():
     cfg = load_config(None, {**TWO_NODES, "train.trainer_launcher": ["accelerate", "launch"]})
     cmd = launcher_command(cfg, "proposer", Node(1, 2, "10.0.0.1"))
-    assert cmd[:3] == ["accelerate", "launch", "--multi_gpu"]
+    assert cmd[:3] == [_beside("accelerate"), "launch", "--multi_gpu"]
 
     def flag(name: str) -> str:
         return cmd[cmd.index(name) + 1]
@@ -204,3 +204,11 @@ def test_reloaded_servers_on_other_nodes_need_a_coordinator_they_can_reach():
     assert load_config(None, {"solver_policy": remote, **ok}).solver_policy.reload
     # servers on this node reach a loopback coordinator
     load_config(None, {"solver_policy": {**remote, "base_url": ["http://127.0.0.1:8000/v1"]}})
+
+
+def _beside(name: str) -> str:
+    """The launcher sesa runs: the one installed beside its interpreter (the venv's)."""
+    import sys
+    from pathlib import Path
+
+    return str(Path(sys.executable).parent / name)

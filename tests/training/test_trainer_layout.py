@@ -34,6 +34,27 @@ def test_two_roles_on_one_port_and_a_launcherless_multi_rank_job_are_refused():
         _cfg(trainer_ranks={"solver": 2})
     with pytest.raises(ConfigError, match="knows how to pass ranks and ports to torchrun and accelerate"):
         _cfg(trainer_launcher=["deepspeed"])
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["/tmp/x/torchrun"],  # another program of that name
+        [
+            "torchrun",
+            "--no-python",
+            "/bin/sh",
+            "-c",
+            "id",
+        ],  # the hostile-config check: a shell on a trainer node
+        ["accelerate", "launch", "--no_python"],
+        ["torchrun", "--module=os"],
+        ["accelerate", "launch", "-m", "http.server"],
+    ],
+)
+def test_a_launcher_that_would_run_another_program_is_refused(launcher):
+    with pytest.raises(ConfigError, match="trainer_launcher"):
+        _cfg(trainer_launcher=launcher)
     with pytest.raises(ConfigError, match="solver_policy.port"):
         load_config(overrides={"solver_policy.port": 29510})
 
@@ -58,7 +79,7 @@ def test_bf16_master_weights_are_refused_when_a_step_would_round_away():
 def test_launcher_commands_carry_ranks_and_each_roles_port():
     gpu = load_config(GPU)
     solver, proposer = launcher_command(gpu, "solver"), launcher_command(gpu, "proposer")
-    assert solver[:3] == ["accelerate", "launch", "--multi_gpu"]
+    assert solver[:3] == [_beside("accelerate"), "launch", "--multi_gpu"]
     assert (
         solver[solver.index("--num_processes") + 1] == "3"
         and proposer[proposer.index("--num_processes") + 1] == "2"
@@ -69,7 +90,7 @@ def test_launcher_commands_carry_ranks_and_each_roles_port():
     assert solver[solver.index("--mixed_precision") + 1] == "bf16"
     torch = _cfg(trainer_launcher=["torchrun"], trainer_ranks={"solver": 2})
     cmd = launcher_command(torch, "solver")
-    assert cmd[:1] == ["torchrun"] and cmd[cmd.index("--nproc-per-node") + 1] == "2"
+    assert cmd[:1] == [_beside("torchrun")] and cmd[cmd.index("--nproc-per-node") + 1] == "2"
     assert (
         cmd[cmd.index("--master-port") + 1] == "29510" and cmd[cmd.index("--master-addr") + 1] == "127.0.0.1"
     )
@@ -125,3 +146,11 @@ def test_a_dead_rank_is_named_from_the_launchers_report(tmp_path):
     assert "rank 1 failed" in msg and "rank one was here" in msg and "solver-trainer.rank1.log" in msg
     log.write_text("plain crash\n")
     assert "plain crash" in failure_message("solver", 1, log)
+
+
+def _beside(name: str) -> str:
+    """The launcher sesa runs: the one installed beside its interpreter (the venv's)."""
+    import sys
+    from pathlib import Path
+
+    return str(Path(sys.executable).parent / name)
