@@ -198,6 +198,7 @@ JUDGE_EXAMPLES: tuple[tuple[str, str, str, str], ...] = (
         "the first president",
         "Wrong",
     ),
+    ("What nationality was the author of Don Quixote?", "Spanish", "Miguel de Cervantes", "Wrong"),
     ("In what year did the First World War begin?", "1914", "July 1914", "Correct"),
     ("Which river flows through Baghdad?", "Tigris", "Tig", "Wrong"),
     ("What is the capital of Canada?", "Ottawa", "Canada", "Wrong"),

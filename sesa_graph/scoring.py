@@ -117,6 +117,14 @@ def copies_question(pred: str | None, question: str) -> bool:
 NON_ANSWERS = frozenset({"unknown", "i dont know", "i do not know", "not found", "no answer", "none", "na"})
 
 
+def misses_yes_no(pred: str | None, golds: str | Sequence[str]) -> bool:
+    """Every gold is "yes" or "no" and the prediction does not start with either: it answers another question
+    ("Greek" for "were Demosthenes and Picasso of the same nationality?"), whatever a judge model reads in it."""
+    g = _golds(golds)
+    p = normalize_answer(pred).split() if pred else []
+    return bool(g) and set(g) <= {"yes", "no"} and bool(p) and p[0] not in ("yes", "no")
+
+
 def is_placeholder(pred: str | None, placeholders: Sequence[str]) -> bool:
     """The prediction, normalized, is one of ``placeholders`` (example texts the prompts show inside tags,
     ``prompts.template_placeholders()``), says there is no answer (:data:`NON_ANSWERS`), or is a single

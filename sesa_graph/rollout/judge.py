@@ -33,6 +33,7 @@ from sesa_graph.scoring import (
     exact_match,
     f1_score,
     is_placeholder,
+    misses_yes_no,
 )
 from tools.errors import ServiceError
 
@@ -55,7 +56,8 @@ class Verdict(BaseModel):
     answer (``scoring.echoes_question``), or gives most of the question back (``scoring.copies_question``),
     Wrong without asking the model; ``non_answer`` = a miss that copies an example text of the prompts
     (``<answer>answer</answer>``), says there is no answer or is a single character
-    (``scoring.is_placeholder``), Wrong without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    (``scoring.is_placeholder``), or answers a yes/no question with neither (``scoring.misses_yes_no``), Wrong
+    without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
     without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
@@ -154,7 +156,7 @@ class Judge:
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="none"))
             elif em == 1.0 or self.model is None:
                 verdicts.append(Verdict(correct=em == 1.0, score=em, em=em, f1=f1, method="exact"))
-            elif is_placeholder(it.prediction, _PLACEHOLDERS):
+            elif is_placeholder(it.prediction, _PLACEHOLDERS) or misses_yes_no(it.prediction, it.golds):
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="non_answer"))
             elif echoes_question(it.prediction, it.question, it.golds) or copies_question(
                 it.prediction, it.question

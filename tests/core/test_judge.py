@@ -276,6 +276,7 @@ async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_th
             ("Which vegetable came from the Andes?", "The answer.", ["Potato"]),
             ("Which vegetable came from the Andes?", "your question", ["Potato"]),
             ("Who painted it?", "Unknown", ["Renoir"]),
+            ("Were Demosthenes and Pablo Picasso of the same nationality?", "Greek statesman", ["no"]),
             ("Which planet is it?", "A", ["Earth"]),
             ("How many times wider is it?", "4", ["FOUR (4)"]),
             (q, q, ["Baffin Island"]),
@@ -289,6 +290,7 @@ async def test_a_template_word_or_a_copied_question_is_never_correct_whatever_th
         ]
     )
     assert [(v.method, v.correct) for v in verdicts] == [
+        ("non_answer", False),
         ("non_answer", False),
         ("non_answer", False),
         ("non_answer", False),
