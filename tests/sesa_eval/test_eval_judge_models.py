@@ -39,6 +39,8 @@ def test_the_default_judge_is_the_default_runs_with_its_fallback_said(monkeypatc
     assert s.judge.kind == "none" and s.models == {}
     assert src["judge.kind"].startswith("fallback: judge: models.qwen is not fetched")
     monkeypatch.setattr("sesa_graph.fixed_models.missing_fetched_model", lambda model: None)
+    monkeypatch.setattr("sesa_graph.fixed_models.is_fetched", lambda spec: True)  # the GGUF llama.cpp reads
+    monkeypatch.setattr("sesa_graph.policy.llama_server.llama_cpp_missing", lambda: None)
     s, rows = resolve_settings(None, {})
     src = {k: f for k, _, f in rows}
     assert (s.judge.kind, s.judge.endpoint) == ("model", "qwen") and "qwen" in s.models
