@@ -125,18 +125,45 @@ def host_plan(cfg: RunConfig) -> list[HostProcess]:
 
 
 def available_gib() -> tuple[float, str]:
-    """(GiB this run may use, where the figure comes from): MemAvailable, or the cgroup's room when lower."""
+    """(GiB this run may use, where the figure comes from): MemAvailable, or the room left under this process's
+    cgroup memory limit when that is lower (cgroup v2 memory.max, v1 memory.limit_in_bytes)."""
     meminfo = Path("/proc/meminfo").read_text()
     avail = next(int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:"))
     best, source = avail * 1024 / GIB, "MemAvailable"
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
-        if limit != "max" and (int(limit) - used) / GIB < best:
-            best, source = (int(limit) - used) / GIB, "the cgroup's memory.max less memory.current"
-    except (OSError, ValueError):
-        pass
+    room = _cgroup_room()
+    if room is not None and room[0] / GIB < best:
+        best, source = room[0] / GIB, room[1]
     return best, source
+
+
+def _cgroup_room(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, str] | None:
+    """Bytes left under this process's cgroup memory limit, and which limit; None without one."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if controllers == "":  # v2: the unified hierarchy, mounted at the root or at root/unified
+            files = [(d / rel / "memory.max", d / rel / "memory.current") for d in (root, root / "unified")]
+        elif "memory" in controllers.split(","):
+            files = [
+                (
+                    root / "memory" / rel / "memory.limit_in_bytes",
+                    root / "memory" / rel / "memory.usage_in_bytes",
+                )
+            ]
+        else:
+            continue
+        for limit_file, used_file in files:
+            try:
+                limit, used = limit_file.read_text().strip(), int(used_file.read_text())
+            except (OSError, ValueError):
+                continue
+            if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
+                return int(limit) - used, f"the cgroup's {limit_file.name} less its usage"
+    return None
 
 
 def on_this_cpu(cfg: RunConfig) -> bool:

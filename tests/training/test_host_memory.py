@@ -54,3 +54,33 @@ def test_sesa_train_refuses_before_it_makes_the_run_directory(tmp_path, monkeypa
     assert res.exit_code == 2, res.output
     assert "machine has 2.0 GiB free" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "runs" / "x").exists()
+
+
+def test_a_cgroup_limit_below_memavailable_is_what_counts(tmp_path):
+    """A run started inside a cgroup (a 16 GiB container on a bigger machine) is checked against the room left
+    under its limit, v1 or v2, found through /proc/self/cgroup."""
+    from pathlib import Path
+
+    from training.host_memory import _cgroup_room
+
+    made = False
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if controllers == "":
+            d = tmp_path / rel
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "memory.max").write_text(str(16 * 2**30) + "\n")
+            (d / "memory.current").write_text(str(2**30) + "\n")
+            made = True
+        elif "memory" in controllers.split(","):
+            d = tmp_path / "memory" / rel
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "memory.limit_in_bytes").write_text(str(16 * 2**30) + "\n")
+            (d / "memory.usage_in_bytes").write_text(str(2**30) + "\n")
+            made = True
+    if not made:
+        pytest.skip("this process is in no cgroup hierarchy")
+    room, source = _cgroup_room(tmp_path)
+    assert room == 15 * 2**30 and "cgroup" in source
+    assert _cgroup_room(tmp_path / "nowhere") is None
