@@ -134,3 +134,30 @@ def is_placeholder(pred: str | None, placeholders: Sequence[str]) -> bool:
         return True
     p = normalize_answer(pred) if pred else ""
     return bool(p) and (p in NON_ANSWERS or p in {normalize_answer(x) for x in placeholders})
+
+
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+
+
+def _stems(text: str, n: int = 4) -> set[str]:
+    """The first ``n`` characters of each normalized word (hyphenated parts too, number words as digits), and
+    the words run together: what two names of one thing usually share ("Senegalese"/"Senegal", "Ant Man"/
+    "Ant-Man", "eleven"/"11")."""
+    words = normalize_answer(text.replace("-", " ")).split()
+    words = [_NUMBER_WORDS.get(w, w) for w in words]
+    return {w[:n] for w in words} | {"".join(words)[:n]} if words else set()
+
+
+def shares_a_stem(pred: str | None, golds: str | Sequence[str]) -> bool:
+    """Whether the prediction and a gold answer share a word's first four characters. A miss that shares none
+    names something else far more often than an alias does: of 158 wrong real solver answers 123 share none,
+    of 81 right ones 1 ("Switzerland" for Swiss; benchmarks/data/judge_pairs_solver.jsonl)."""
+    p = _stems(pred or "")
+    golds = [golds] if isinstance(golds, str) else list(golds)
+    return any(p & _stems(g) for g in golds)

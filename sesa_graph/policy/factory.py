@@ -418,6 +418,7 @@ def make_judge(
         "timeout_s": cfg.timeout_s,
         "max_tokens": cfg.max_tokens,
         "max_consecutive_failures": cfg.max_consecutive_failures,
+        "require_overlap": cfg.require_overlap,
     }
     if cfg.kind in ("policy", "model"):
         if cfg.kind == "model" and cfg.endpoint not in (models or {}):

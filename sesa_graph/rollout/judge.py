@@ -34,6 +34,7 @@ from sesa_graph.scoring import (
     f1_score,
     is_placeholder,
     misses_yes_no,
+    shares_a_stem,
 )
 from tools.errors import ServiceError
 
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 _PLACEHOLDERS = template_placeholders()
 
-JudgeMethod = Literal["exact", "echo", "non_answer", "llm", "judge_unavailable", "none"]
+JudgeMethod = Literal["exact", "echo", "non_answer", "no_overlap", "llm", "judge_unavailable", "none"]
 
 
 class JudgeUnavailableError(ServiceError):
@@ -57,7 +58,9 @@ class Verdict(BaseModel):
     Wrong without asking the model; ``non_answer`` = a miss that copies an example text of the prompts
     (``<answer>answer</answer>``), says there is no answer or is a single character
     (``scoring.is_placeholder``), or answers a yes/no question with neither (``scoring.misses_yes_no``), Wrong
-    without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
+    without asking the model; ``no_overlap`` = with ``require_overlap`` (the run config's
+    ``judge.require_overlap``), a miss that shares no word stem with any gold (``scoring.shares_a_stem``),
+    Wrong without asking the model; ``llm`` = the LLM judge; ``judge_unavailable`` = the LLM judge failed, timed out or replied
     without a verdict, and the exact-match miss stands; ``none`` = there was no prediction to judge.
     """
 
@@ -127,6 +130,7 @@ class Judge:
         max_tokens: int = 16,
         max_concurrency: int = 16,
         max_consecutive_failures: int = 0,
+        require_overlap: bool = False,
     ) -> None:
         if model is not None and not (_is_policy(model) or hasattr(model, "ainvoke")):
             raise TypeError(
@@ -138,6 +142,7 @@ class Judge:
         self.max_tokens = max_tokens
         self.max_concurrency = max_concurrency
         self.max_consecutive_failures = max_consecutive_failures
+        self.require_overlap = require_overlap  # a miss sharing no word stem with a gold is Wrong, unasked
         self.unavailable_count = 0  # LLM judgments that failed or gave no verdict: exact match stands
         self.failed_count = 0  # of those, the calls that raised or timed out (no reply at all)
         self.failures_in_a_row = 0
@@ -162,6 +167,8 @@ class Judge:
                 it.prediction, it.question
             ):
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="echo"))
+            elif self.require_overlap and not shares_a_stem(it.prediction, it.golds):
+                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="no_overlap"))
             else:
                 verdicts.append(None)
                 pending.append(i)

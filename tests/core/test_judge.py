@@ -309,3 +309,24 @@ def test_the_placeholders_are_read_from_the_prompts():
     from sesa_graph.prompts import template_placeholders
 
     assert {"answer", "the answer", "query", "your question", "a short query"} <= template_placeholders()
+
+
+async def test_a_miss_sharing_no_word_stem_with_the_gold_is_wrong_unasked_when_required():
+    """The default run's 1.5B judge called 'French Impressionism' Correct for Renoir; judge.require_overlap
+    (on in the default config) rules such misses out, while an alias sharing a stem still reaches the model."""
+    from sesa_graph.config import load_config
+
+    assert load_config(None).judge.require_overlap
+    policy = ScriptedPolicy(["Correct", "Correct", "Correct"])
+    judge = Judge(policy, require_overlap=True)
+    verdicts = await judge.judge_many(
+        [
+            ("Who was a French Impressionist artist?", "French Impressionism", ["Pierre-Auguste Renoir"]),
+            ("Which nationality did Abdoulaye Wade have?", "Senegal", ["Senegalese"]),
+            ("How many wins did he have?", "eleven", ["11"]),
+            ("Which film is it?", "Ant Man", ["Ant-Man"]),
+        ]
+    )
+    assert [v.method for v in verdicts] == ["no_overlap", "llm", "llm", "llm"]
+    assert [v.correct for v in verdicts] == [False, True, True, True]
+    assert (await Judge(ScriptedPolicy(["Correct"])).judge("q", "PRC", ["China"])).method == "llm"  # off: asked

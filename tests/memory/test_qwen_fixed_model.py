@@ -49,7 +49,7 @@ def test_the_default_judge_gives_verdicts_that_agree_with_the_labels(qwen):
     assert judge.unavailable_count == 0, [v.raw for v in verdicts]  # every reply said Correct or Wrong
     by_prediction = {p["prediction"]: v for p, v in zip(pairs, verdicts)}
     assert by_prediction["gravitational force"].method == "echo"
-    assert {v.method for v in verdicts} <= {"llm", "exact", "echo", "non_answer"}
+    assert {v.method for v in verdicts} <= {"llm", "exact", "echo", "non_answer", "no_overlap"}
     agree = sum(v.correct == bool(p["label"]) for p, v in zip(pairs, verdicts)) / len(pairs)
     said_correct = [v.correct for p, v in zip(pairs, verdicts) if p["label"]]
     wrong = [(p["prediction"], p["label"], v.raw) for p, v in zip(pairs, verdicts) if v.correct != p["label"]]
