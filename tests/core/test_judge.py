@@ -329,4 +329,6 @@ async def test_a_miss_sharing_no_word_stem_with_the_gold_is_wrong_unasked_when_r
     )
     assert [v.method for v in verdicts] == ["no_overlap", "llm", "llm", "llm"]
     assert [v.correct for v in verdicts] == [False, True, True, True]
-    assert (await Judge(ScriptedPolicy(["Correct"])).judge("q", "PRC", ["China"])).method == "llm"  # off: asked
+    assert (
+        await Judge(ScriptedPolicy(["Correct"])).judge("q", "PRC", ["China"])
+    ).method == "llm"  # off: asked

@@ -25,6 +25,7 @@ judge:
   kind: model
   endpoint: judge8b
   chat_template_kwargs: {enable_thinking: false}
+  require_overlap: false  # Milan for Rome shares no stem: this file's miss must reach the model
 distiller: {endpoint: judge8b}
 proposer: {rag_reader: {endpoint: judge8b}}
 """
