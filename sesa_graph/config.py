@@ -185,13 +185,13 @@ class JudgeConfig(
     )
     max_tokens: int = Field(16, ge=1, description="Token budget of one judge reply.")
     require_overlap: bool = Field(
-        True,
+        False,
         description="A miss that shares no word stem with any gold answer (scoring.shares_a_stem: the first four "
         "characters of a word, number words as digits) is Wrong without asking the model. Deviation from [SSP]'s "
         "'exact match, then an LLM judge on every miss': in the default run Qwen2.5-Coder-1.5B called 'French "
         "Impressionism' Correct for Renoir, 6 model-judged rewards of 6 wrong; on 239 hand-labelled real answers "
-        "the rule loses 1 right answer of 81 and rules out 123 wrong ones of 158. Off for a judge trusted with "
-        "aliases that share nothing (PRC for China).",
+        "the rule loses 1 right answer of 81 and rules out 123 wrong ones of 158. On in configs/tiny-cpu.yaml (a "
+        "small judge); off by default, as for a judge trusted with aliases that share nothing (PRC for China).",
     )
     base_url: str | None = Field(None, description="Endpoint for kind 'openai'.")
     model: str | None = Field(None, description="Model name at the endpoint for kind 'openai'.")
