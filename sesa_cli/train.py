@@ -52,7 +52,14 @@ def train(
     """Self-play training: proposer + solver GRPO (TRL) with the skill bank, on the config's policies.
 
     With no arguments: the embedded default on CPU (SmolLM2-135M format-warmed, BM25 over the embedded
-    Wikipedia summaries, MiniLM skill memory), a few steps with a scaled-down consolidation cadence.
+    Wikipedia summaries, MiniLM skill memory, Qwen2.5-Coder-1.5B on llama.cpp judging and distilling), a few
+    steps with a scaled-down consolidation cadence.
+
+    Memory: a CPU run first adds up each process's estimated peak and refuses, naming the knobs, when this
+    machine (or its cgroup) has less free (--set train.memory_check=false starts anyway). Disk: a finished
+    default run keeps about 4 GiB: checkpoints/ (the last one per role, model and optimizer state, so
+    --resume --steps N can extend it; delete it once you will not) and policies/ (the final weights).
+    `sesa runs` lists each run's size and how its last attempt ended.
     """
     from sesa_cli.common import print_settings
     from sesa_graph.config import resolve_config
