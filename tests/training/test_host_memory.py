@@ -84,3 +84,10 @@ def test_a_cgroup_limit_below_memavailable_is_what_counts(tmp_path):
     room, source = _cgroup_room(tmp_path)
     assert room == 15 * 2**30 and "cgroup" in source
     assert _cgroup_room(tmp_path / "nowhere") is None
+
+
+def test_a_reference_model_is_counted_only_when_beta_needs_one():
+    plain = {p.name: p.gib for p in host_plan(load_config(None))}
+    with_ref = {p.name: p.gib for p in host_plan(load_config(None, {"train.beta": 0.001}))}
+    assert with_ref["solver trainer"] > plain["solver trainer"]
+    assert with_ref["solver vLLM server"] == plain["solver vLLM server"]
