@@ -250,7 +250,7 @@ class PolicyConfig(
             )
         if self.backend == "vllm":
             self._check_bind()
-        if self.backend == "llama.cpp" and self.host not in ("127.0.0.1", "localhost", "::1"):
+        if self.backend == "llama.cpp" and not _loopback(self.host):
             raise ValueError(
                 f"backend 'llama.cpp' binds loopback only (host {self.host!r}): its server has no token; serve a "
                 "model for other nodes with backend 'vllm'"
@@ -273,9 +273,7 @@ class PolicyConfig(
             )
 
     def _check_bind(self) -> None:
-        from sesa_graph.cluster_config import is_loopback  # that module builds on this one
-
-        if is_loopback(self.host):
+        if _loopback(self.host):
             return
         if not self.allow_remote:
             raise ValueError(
@@ -290,6 +288,12 @@ class PolicyConfig(
                 "holding the token every request to the server must carry (e.g. api_key_env: "
                 "SESA_POLICY_TOKEN, then `export SESA_POLICY_TOKEN=$(openssl rand -hex 32)`)"
             )
+
+
+def _loopback(host: str) -> bool:
+    from sesa_graph.cluster_config import is_loopback  # that module builds on this one
+
+    return is_loopback(host)
 
 
 class ModelRef(Strict):

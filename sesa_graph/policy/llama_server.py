@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.templated import ChatEndpoint
 from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
 from tools.exits import oom_hint
@@ -76,7 +77,7 @@ class LlamaServer(VLLMServer):
         return env
 
     def start(self, wait: bool = True) -> LlamaServer:
-        if self.spec.host not in ("127.0.0.1", "localhost", "::1"):
+        if not is_loopback(self.spec.host):
             raise ServerStartError(
                 f"a llama.cpp server binds loopback only (got host {self.spec.host!r}): it has no token; serve "
                 "a fixed model for other nodes with vLLM (backend 'vllm') instead"
@@ -97,12 +98,6 @@ class ServedChat(ChatEndpoint):
     def __init__(self, server: LlamaServer, **kwargs: Any) -> None:
         super().__init__(server.base_url, server.spec.served_name, **kwargs)
         self.server = server
-
-    def with_options(self, **options: Any) -> ServedChat:
-        copy = super().with_options(**options)
-        copy.__class__ = ServedChat
-        copy.server = self.server  # type: ignore[attr-defined]
-        return copy  # type: ignore[return-value]
 
     def dead(self) -> str | None:
         return self.server.dead()

@@ -10,6 +10,7 @@ like a langchain chat model's, so the judge and the distiller drive it as they d
 from __future__ import annotations
 
 import asyncio
+import copy as _copy
 import logging
 import weakref
 from dataclasses import replace
@@ -120,17 +121,15 @@ class ChatEndpoint:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
     def with_options(self, **options: Any) -> ChatEndpoint:
-        """A copy with other ``chat_template_kwargs``/``max_tokens``/``temperature`` (one per role)."""
-        keys = ("base_url", "api_key", "limits")
-        kwargs = {k: getattr(self, k) for k in keys}
-        kwargs.update(
-            model=self.name,
-            chat_template_kwargs=self.chat_template_kwargs,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-        )
-        kwargs.update(options)
-        return ChatEndpoint(**kwargs)
+        """A copy with other ``chat_template_kwargs``/``max_tokens``/``temperature`` (one per role); a
+        subclass's copy keeps what the subclass holds (a served endpoint its server)."""
+        copy = _copy.copy(self)
+        for key, value in options.items():
+            if key not in ("chat_template_kwargs", "max_tokens", "temperature"):
+                raise TypeError(f"with_options: unknown option {key!r}")
+            setattr(copy, key, dict(value or {}) if key == "chat_template_kwargs" else value)
+        copy._clients = weakref.WeakKeyDictionary()  # a connection pool is never shared between copies
+        return copy
 
     def _client(self) -> Any:
         import httpx

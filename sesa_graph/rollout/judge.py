@@ -105,6 +105,19 @@ def parse_judgment(text: str | None) -> bool | None:
     return None if correct == wrong else correct
 
 
+def ruled_out(item: JudgeItem, require_overlap: bool) -> JudgeMethod | None:
+    """The method that rules an exact-match miss Wrong without a model ('non_answer', 'echo', 'no_overlap';
+    ``Verdict`` says what each covers), or None when only the model can judge it."""
+    pred, question, golds = item.prediction, item.question, item.golds
+    if is_placeholder(pred, _PLACEHOLDERS) or misses_yes_no(pred, golds):
+        return "non_answer"
+    if echoes_question(pred, question, golds) or copies_question(pred, question):
+        return "echo"
+    if require_overlap and not shares_a_stem(pred, golds):
+        return "no_overlap"
+    return None
+
+
 def _opens_think(tokenizer: Any, prompt_ids: Sequence[int]) -> bool:
     """The rendered prompt ends inside an open ``<think>`` (a thinking chat template): the reply continues
     the reasoning, and whatever it says before ``</think>`` is no verdict."""
@@ -161,14 +174,8 @@ class Judge:
                 verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="none"))
             elif em == 1.0 or self.model is None:
                 verdicts.append(Verdict(correct=em == 1.0, score=em, em=em, f1=f1, method="exact"))
-            elif is_placeholder(it.prediction, _PLACEHOLDERS) or misses_yes_no(it.prediction, it.golds):
-                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="non_answer"))
-            elif echoes_question(it.prediction, it.question, it.golds) or copies_question(
-                it.prediction, it.question
-            ):
-                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="echo"))
-            elif self.require_overlap and not shares_a_stem(it.prediction, it.golds):
-                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method="no_overlap"))
+            elif ruled := ruled_out(it, self.require_overlap):
+                verdicts.append(Verdict(correct=False, score=0.0, em=em, f1=f1, method=ruled))
             else:
                 verdicts.append(None)
                 pending.append(i)
