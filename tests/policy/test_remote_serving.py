@@ -143,3 +143,22 @@ def test_the_guard_refuses_to_run_without_a_token(monkeypatch):
     monkeypatch.delenv("SESA_VLLM_TOKEN", raising=False)
     with pytest.raises(RuntimeError, match="SESA_VLLM_TOKEN"):
         BearerTokenMiddleware(_inner)
+
+
+def test_a_cpu_server_runs_the_model_in_its_engine_core_on_its_cores_and_a_gpu_one_keeps_vllm_s_layout():
+    """On CPU one worker needs no process of its own (VLLMServer.one_worker_process); the KV cache goes in
+    exact bytes, and the OpenMP threads are as many as the cores it is bound to. A GPU server, or a CPU one
+    with tensor parallelism, keeps vLLM's layout."""
+    from sesa_graph.policy.vllm_server import ServerSpec, VLLMServer
+
+    cpu = VLLMServer(ServerSpec("m", "m", cpu_bind="0-1", kv_cache_gib=0.75))
+    cmd, env = cpu.command(), cpu.env()
+    assert cmd[cmd.index("--kv-cache-memory-bytes") + 1] == str(int(0.75 * 2**30))
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and env["OMP_NUM_THREADS"] == "2"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in env and "VLLM_CPU_OMP_THREADS_BIND" not in env
+    assert VLLMServer(ServerSpec("m", "m", cpu_bind="0,2|4-5")).cores() == [0, 2, 4, 5]
+    tp = VLLMServer(ServerSpec("m", "m", cpu_bind="0-1|2-3", extra_args=["--tensor-parallel-size", "2"]))
+    assert not tp.one_worker_process and tp.env()["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3"
+    gpu = VLLMServer(ServerSpec("m", "m", device="cuda"))
+    assert not gpu.one_worker_process and "--kv-cache-memory-bytes" not in gpu.command()
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu.env()
