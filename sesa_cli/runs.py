@@ -178,31 +178,59 @@ def report_command(
 
 def runs_command(
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where the runs are.")] = Path("runs"),
+    prune: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prune",
+            help="Remove checkpoints/ (and superseded/) from this finished run, keeping its results "
+            "(policies/, metrics, trajectories, skills): ~3 GiB of a default run. It can then no longer be "
+            "extended with --resume --steps. Repeat for several runs.",
+        ),
+    ] = None,
 ) -> None:
     """List the runs: steps committed of the configured ones, how the last attempt ended (finished, running,
     stopped with its error, or died without a word -- a SIGKILL, most likely the out-of-memory killer -- and
-    in which step), and the disk each takes."""
+    in which step), and the disk each takes, checkpoints apart."""
     from sesa_graph.config_yaml import read_config_file
+    from training.run_disk import footprint, pruned
+    from training.run_disk import prune as prune_run
     from training.run_life import committed_steps, status
 
     if not runs_dir.is_dir():
         raise UserError(f"--runs-dir {runs_dir} is not a directory (runs are written to runs/ by default)")
+    for name in prune or []:
+        run = runs_dir / name
+        if not (run / "config.yaml").is_file():
+            raise UserError(f"--prune {name}: no run of that name in {runs_dir} (`sesa runs` lists them)")
+        freed = prune_run(run)
+        console.print(
+            f"pruned {shown(name, None, one_line=True)}: {freed / 2**30:.2f} GiB freed", markup=False
+        )
     found = sorted(p for p in runs_dir.iterdir() if (p / "config.yaml").is_file())
     if not found:
         console.print(f"no runs in {runs_dir}", markup=False)
         return
+    total = 0
     for run in found:
         try:
-            total = read_config_file(run / "config.yaml")[0].get("train", {}).get("steps", "?")
+            steps = read_config_file(run / "config.yaml")[0].get("train", {}).get("steps", "?")
         except Exception:  # noqa: BLE001 -- a damaged config is shown, not fatal to the listing
-            total = "?"
-        size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file() and not f.is_symlink())
+            steps = "?"
+        parts = footprint(run)
+        size, ckpt = sum(parts.values()), parts.get("checkpoints", 0)
+        total += size
+        disk = f"{size / 2**30:.2f} GiB" + (
+            f" (checkpoints {ckpt / 2**30:.2f})" if ckpt else " (pruned)" if pruned(run) else ""
+        )
         console.print(
-            f"{shown(run.name, None, one_line=True)}  steps {committed_steps(run)}/{total}  "
-            f"{size / 2**30:.2f} GiB  {status(run)}",
+            f"{shown(run.name, None, one_line=True)}  steps {committed_steps(run)}/{steps}  {disk}  {status(run)}",
             markup=False,
             soft_wrap=True,
         )
+    console.print(
+        f"{len(found)} runs, {total / 2**30:.2f} GiB; `sesa runs --prune NAME` frees a finished run's checkpoints",
+        markup=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -267,6 +267,14 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
     summary["network_bytes"] = dict(coord.bytes_sent)  # what crossed the coordinator, by kind
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print_json(json.dumps(summary))
+    from training.run_disk import describe
+
+    console.print(
+        f"{run_dir} keeps {describe(run_dir)} on disk; checkpoints/ is only for extending the run (--resume "
+        f"--steps N): `sesa runs --prune {run_dir.name}` removes it once you will not",
+        markup=False,
+        soft_wrap=True,
+    )
     return run_dir
 
 

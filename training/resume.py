@@ -228,7 +228,10 @@ def prepare_resume(
 ) -> Resume:
     """Check everything, then -- only when steps will run -- call ``before_write`` (stop what the killed
     attempt left running, so it writes nothing more), set aside what must be and append the marker."""
+    from training.run_disk import refuse_if_pruned
+
     overrides, flags = overrides or {}, flags or {}
+    refuse_if_pruned(run_dir, ResumeError)
     old = stored_config(run_dir)
     unrecorded = check_recorded(run_dir, ResumeError)  # a hand edit since the run wrote it is refused
     new = stored_config(run_dir, overrides) if overrides else old
