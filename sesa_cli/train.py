@@ -58,8 +58,9 @@ def train(
     Memory: a CPU run first adds up each process's estimated peak and refuses, naming the knobs, when this
     machine (or its cgroup) has less free (--set train.memory_check=false starts anyway). Disk: a finished
     default run keeps about 4 GiB: checkpoints/ (the last one per role, model and optimizer state, so
-    --resume --steps N can extend it; delete it once you will not) and policies/ (the final weights).
-    `sesa runs` lists each run's size and how its last attempt ended.
+    --resume --steps N can extend it) and policies/ (the final weights). `sesa runs` lists each run's size
+    and how its last attempt ended; `sesa runs --prune NAME` removes a finished run's checkpoints (about 3 GiB)
+    once you will not extend it.
     """
     from sesa_cli.common import print_settings
     from sesa_graph.config import resolve_config
