@@ -13,8 +13,11 @@ renders the GGUF's own chat template).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import sys
+import threading
 from typing import Any
 
 from sesa_graph.cluster_config import is_loopback
@@ -24,6 +27,11 @@ from sesa_graph.process import die_with_parent
 from tools.exits import oom_hint
 
 BUILD = "bash scripts/llama_cpp_build.sh"
+# Restarts of a fixed model's server that died during a run: the judge and the distiller share it, and a
+# judge that stays down stops the run (judge.max_consecutive_failures), so a crash the restart mends (a
+# transient out-of-memory kill, say) costs a few seconds instead of the run.
+MAX_RESTARTS = 2
+log = logging.getLogger(__name__)
 
 
 def llama_cpp_missing() -> str | None:
@@ -101,6 +109,28 @@ class LlamaServer(VLLMServer):
     def oom_hint(self, rc: int | None, text: str) -> str:
         return oom_hint(rc, text, "the model's serve.max_model_len (its context) or a smaller GGUF")
 
+    restarts = 0
+    _revive_lock = threading.Lock()
+
+    def revive(self) -> bool:
+        """Start the server again on its port when it has died and restarts are left (True: it is up again,
+        whether this call or a concurrent one restarted it); False when it runs on, or may not restart."""
+        with self._revive_lock:
+            why = self.dead()
+            if why is None:
+                return self.proc is not None
+            if self.restarts >= MAX_RESTARTS:
+                return False
+            self.restarts += 1
+            log.warning("%s; restarting it (%d of %d)", why.splitlines()[0], self.restarts, MAX_RESTARTS)
+            self.proc = None
+            try:
+                self._launch(wait=True)
+            except ServerStartError as exc:
+                log.warning("the restart failed: %s", str(exc).splitlines()[0])
+                return False
+            return True
+
 
 class ServedChat(ChatEndpoint):
     """A :class:`ChatEndpoint` on a llama.cpp server this process started: ``close()`` stops the server and
@@ -112,6 +142,16 @@ class ServedChat(ChatEndpoint):
 
     def dead(self) -> str | None:
         return self.server.dead()
+
+    async def ainvoke(self, messages: Any, **kw: Any) -> Any:
+        """ChatEndpoint's call; when it failed because the server died, the server is restarted
+        (:meth:`LlamaServer.revive`) and the call made once more."""
+        try:
+            return await super().ainvoke(messages, **kw)
+        except Exception:
+            if self.server.dead() is None or not await asyncio.to_thread(self.server.revive):
+                raise
+        return await super().ainvoke(messages, **kw)
 
     def close(self) -> None:
         self.server.stop()

@@ -1,4 +1,4 @@
-"""The default run's fixed model for real: Qwen2.5-Coder-0.5B (fetched and hash-checked by scripts/setup.sh)
+"""The default run's fixed model for real: Qwen2.5-Coder-1.5B on llama.cpp (fetched, hash-checked and built by scripts/setup.sh)
 judging exact-match misses and distilling real failures through the product's path (start_models, make_judge,
 role_client, a SkillMemory with the embedder and Chroma)."""
 
@@ -87,3 +87,25 @@ def test_the_default_distiller_writes_parseable_skills_that_pass_or_fail_the_che
             assert not any(f" {n} " in f" {text} " for n in names), skill
     finally:
         memory.close()
+
+
+def test_a_server_killed_mid_run_is_restarted_and_answers_the_next_call(qwen, caplog):
+    """The judge and the distiller share this server; one that dies (the out-of-memory killer's SIGKILL here)
+    is started again on its port and the call that met the dead server is made again (last in this module:
+    it kills the module's server)."""
+    import logging
+    import os
+    import signal
+
+    _, fixed = qwen
+    client = fixed["qwen"]
+    server = client.server
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    with caplog.at_level(logging.WARNING, logger="sesa_graph.policy.llama_server"):
+        reply = asyncio.run(
+            client.ainvoke([{"role": "user", "content": "Answer with one word: the capital of France?"}])
+        )
+    assert "paris" in reply.content.lower()
+    assert server.alive() and server.restarts == 1
+    assert "exited with code -9" in caplog.text and "restarting it (1 of 2)" in caplog.text
