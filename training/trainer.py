@@ -306,6 +306,8 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         trainer.train(resume_from_checkpoint=checkpoint)
     cleanup_sent(setup.jobs, rank, checkpoint)
     _save_final(trainer, tokenizer, workdir, role, rank, setup, transport)
+    if feed.turn is not None:
+        feed.turn.give()
 
 
 def _cpu_setup(cfg: RunConfig, rank: Rank) -> None:

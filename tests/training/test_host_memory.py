@@ -91,3 +91,18 @@ def test_a_reference_model_is_counted_only_when_beta_needs_one():
     with_ref = {p.name: p.gib for p in host_plan(load_config(None, {"train.beta": 0.001}))}
     assert with_ref["solver trainer"] > plain["solver trainer"]
     assert with_ref["solver vLLM server"] == plain["solver vLLM server"]
+
+
+def test_taking_turns_counts_one_update_and_only_for_single_rank_trainers():
+    turns = host_plan(load_config(None))
+    both = host_plan(load_config(None, {"train.one_update_at_a_time": False}))
+    assert [p.name for p in turns if "update" in p.name] == ["one trainer update at a time"]
+    assert [p.name for p in both if "update" in p.name] == [
+        "solver trainer's update",
+        "proposer trainer's update",
+    ]
+    assert sum(p.gib for p in turns) < sum(p.gib for p in both)
+    ranks = host_plan(
+        load_config(None, {"train.trainer_ranks": {"solver": 2}, "train.trainer_launcher": ["torchrun"]})
+    )
+    assert sum("update" in p.name for p in ranks) == 3  # ranks of a job update together: no turns
