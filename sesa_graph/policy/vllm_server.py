@@ -29,6 +29,7 @@ config describes.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import signal
@@ -309,7 +310,13 @@ class VLLMServer:
     def stop(self, timeout_s: float = 30.0) -> None:
         _RUNNING.discard(self)
         p = self.proc
-        if p is None or p.poll() is not None:
+        if p is None:
+            return
+        if p.poll() is not None:
+            # the API server is gone (killed on its own, say) but its engine core, in its process group, may
+            # not be: it would keep its memory and cores for good
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
             return
         try:
             os.killpg(p.pid, signal.SIGTERM)

@@ -162,3 +162,43 @@ def test_a_cpu_server_runs_the_model_in_its_engine_core_on_its_cores_and_a_gpu_o
     gpu = VLLMServer(ServerSpec("m", "m", device="cuda"))
     assert not gpu.one_worker_process and "--kv-cache-memory-bytes" not in gpu.command()
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu.env()
+
+
+def test_stopping_a_server_whose_api_process_was_killed_stops_its_engine_too(tmp_path):
+    """Killing a vLLM API server alone left its engine core holding its memory (3.4 GB): stop() now ends the
+    server's whole process group even when its leader is gone. A stand-in server: a leader and a child."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from sesa_graph.policy.vllm_server import ServerSpec, VLLMServer
+
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(600)"
+    )
+
+    class StandIn(VLLMServer):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", script]
+
+    server = StandIn(ServerSpec("m", "m", log_path=tmp_path / "s.log")).start(wait=False)
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    assert server.dead() is not None
+    server.stop()
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the server's child {child} outlived stop()")
