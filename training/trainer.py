@@ -174,10 +174,18 @@ def latest_checkpoint(out_dir: Path) -> str | None:
         newest = ckpts.pop()
         try:
             json.loads((newest / "trainer_state.json").read_text())
-            return str(newest)
         except (OSError, ValueError):
             log.warning("%s is incomplete (the trainer was stopped while saving it); removing it", newest)
             shutil.rmtree(newest, ignore_errors=True)
+            continue
+        if not any(newest.glob("optimizer*")):
+            # transformers would resume without it, silently, with AdamW's moments at zero
+            raise UserError(
+                f"{newest} has no optimizer state (optimizer.pt): a resume from it would restart AdamW from "
+                "zero. Restore the file, or delete the checkpoint directory to resume from the one before it "
+                "(or from the start when it is the only one)"
+            )
+        return str(newest)
     return None
 
 

@@ -145,6 +145,7 @@ def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
     done = tmp_path / "checkpoint-1"
     done.mkdir()
     (done / "trainer_state.json").write_text('{"global_step": 1}')
+    (done / "optimizer.pt").write_bytes(b"x")
     for name, state in (("checkpoint-2", None), ("checkpoint-3", '{"global_st')):  # weights only; torn state
         d = tmp_path / name
         d.mkdir()
@@ -153,3 +154,17 @@ def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
             (d / "trainer_state.json").write_text(state)
     assert latest_checkpoint(tmp_path) == str(done)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1"]
+
+
+def test_a_checkpoint_without_its_optimizer_state_is_refused_by_name(tmp_path):
+    """transformers resumes from it without a word, AdamW's moments at zero."""
+    import pytest
+
+    from tools.errors import UserError
+    from training.trainer import latest_checkpoint
+
+    ckpt = tmp_path / "checkpoint-2"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text('{"global_step": 2}')
+    with pytest.raises(UserError, match="checkpoint-2 has no optimizer state"):
+        latest_checkpoint(tmp_path)
