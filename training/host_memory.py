@@ -190,8 +190,30 @@ def _cgroup_room(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, str] | None:
             except (OSError, ValueError):
                 continue
             if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
-                return int(limit) - used, f"the cgroup's {limit_file.name} less its usage"
+                cache = _file_cache(limit_file.parent / "memory.stat")
+                return int(
+                    limit
+                ) - used + cache, f"the cgroup's {limit_file.name} less its usage but page cache"
     return None
+
+
+def _file_cache(stat: Path) -> int:
+    """Bytes of file pages a cgroup's usage counts: page cache the kernel gives back before it kills anything
+    (a set-up that just downloaded and built 8 GiB left that much in a fresh container's usage). Shared memory
+    is not in these counters, so it stays counted as used."""
+    try:
+        fields = dict(line.split() for line in stat.read_text().splitlines() if line.count(" ") == 1)
+    except (OSError, ValueError):
+        return 0
+    names = (
+        ("total_inactive_file", "total_active_file")
+        if "total_inactive_file" in fields
+        else (
+            "inactive_file",
+            "active_file",
+        )
+    )
+    return sum(int(fields.get(n, 0)) for n in names)
 
 
 def on_this_cpu(cfg: RunConfig) -> bool:

@@ -71,13 +71,18 @@ def test_a_cgroup_limit_below_memavailable_is_what_counts(tmp_path):
             d = tmp_path / rel
             d.mkdir(parents=True, exist_ok=True)
             (d / "memory.max").write_text(str(16 * 2**30) + "\n")
-            (d / "memory.current").write_text(str(2**30) + "\n")
+            (d / "memory.current").write_text(str(3 * 2**30) + "\n")
+            (d / "memory.stat").write_text(f"anon 1\ninactive_file {2**30}\nactive_file {2**30}\n")
             made = True
         elif "memory" in controllers.split(","):
             d = tmp_path / "memory" / rel
             d.mkdir(parents=True, exist_ok=True)
             (d / "memory.limit_in_bytes").write_text(str(16 * 2**30) + "\n")
-            (d / "memory.usage_in_bytes").write_text(str(2**30) + "\n")
+            (d / "memory.usage_in_bytes").write_text(str(9 * 2**30) + "\n")
+            # 8 GiB of it page cache (a set-up's downloads), which the kernel reclaims before it kills
+            (d / "memory.stat").write_text(
+                f"cache 8000\ntotal_inactive_file {6 * 2**30}\ntotal_active_file {2 * 2**30}\n"
+            )
             made = True
     if not made:
         pytest.skip("this process is in no cgroup hierarchy")
