@@ -48,8 +48,8 @@ def policy_serve(
         "-c",
         help="Take KV cache, CPU binding, dtype and budgets from this run config's solver_policy section.",
     ),
-    kv_cache_gib: int | None = typer.Option(
-        None, help="vLLM on CPU: whole GiB of KV cache (default: config, 1)."
+    kv_cache_gib: float | None = typer.Option(
+        None, help="vLLM on CPU: GiB of KV cache, fractions allowed (default: config, 1)."
     ),
     cpu_bind: str | None = typer.Option(None, help="vLLM on CPU: cores for its OpenMP threads, e.g. 0-1."),
     device: str = typer.Option("cpu", help="Torch device (engine local)."),
@@ -70,6 +70,13 @@ def policy_serve(
         raise UserError("--served-name is empty; give the name clients send as `model`, or leave it out")
     _check_model(model)
     if check_engine(engine) == "local":
+        from sesa_graph.cluster_config import is_loopback
+
+        if not is_loopback(host):  # it has no token: anyone who reached it could use it
+            raise UserError(
+                f"--host {host}: the local engine serves loopback only (it has no token); serve other machines "
+                "with --engine vllm --allow-remote --api-key-env NAME, or give --host 127.0.0.1"
+            )
         _serve_local(model, host, port, served_name, device, threads)
         return
     flags = {

@@ -48,5 +48,5 @@ def bind_error_message(host: str, port: int, exc: OSError) -> str:
     # EADDRNOTAVAIL and kin: a typo'd or another machine's address, which no port change fixes
     return (
         f"cannot listen on {host}:{port} ({exc.strerror}): {host} is not an address of this machine; give "
-        "127.0.0.1 (or 0.0.0.0 to listen on every interface) or one of this machine's interfaces"
+        "127.0.0.1, or one of this machine's interfaces where the service allows it"
     )

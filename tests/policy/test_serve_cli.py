@@ -52,3 +52,13 @@ def test_it_binds_loopback_unless_told_otherwise(monkeypatch):
     assert result.exit_code == 0, result.output
     assert bound["addr"][0] == "127.0.0.1"
     assert "serving 'solver' at http://127.0.0.1:" in result.output
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
+def test_the_local_engine_refuses_any_host_but_loopback_before_it_binds_or_loads(no_model, host):
+    """It has no token, so beyond loopback anyone who reached it could use it; the vLLM engine is the one to
+    serve other machines (--allow-remote with a token)."""
+    result = CliRunner().invoke(build_app(), ["policy", "serve", "--engine", "local", "--host", host])
+    assert result.exit_code == 2, result.output
+    assert f"--host {host}: the local engine serves loopback only" in result.output
+    assert "--api-key-env" in result.output and not isinstance(result.exception, _Loaded)
