@@ -11,6 +11,7 @@ and ``sesa train --resume`` and ``sesa runs`` print it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -54,7 +55,10 @@ def end(run_dir: Path, how: str, detail: str = "") -> None:
     for row in reversed(rows):
         if row.get("pid") == os.getpid() and row.get("ended") is None:
             row["ended"] = {"how": how, "at": time.strftime("%Y-%m-%d %H:%M:%S"), "detail": detail[:300]}
-            write_json_atomic(run_dir / ATTEMPTS, rows)
+            try:
+                write_json_atomic(run_dir / ATTEMPTS, rows)
+            except OSError as exc:  # a full disk, often why the run stopped: the error itself is what to show
+                logging.getLogger(__name__).warning("could not record the attempt's end: %s", exc)
             return
 
 

@@ -13,6 +13,7 @@ filesystem. What stays on disk here is what must outlive the processes:
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from collections.abc import Callable
@@ -96,7 +97,12 @@ class SyncDir:
         return sorted(p.name for p in self.root.glob("committed-*") if not _COMMITTED.fullmatch(p.name))
 
     def stop(self, reason: str) -> None:
-        _touch_json(self.root / "STOP.json", {"reason": reason})
+        """Tell file-watching trainers to stop. Best effort: it is written while the run is being stopped,
+        perhaps because the disk is full, and the coordinator tells them too."""
+        try:
+            _touch_json(self.root / "STOP.json", {"reason": reason})
+        except OSError as exc:
+            logging.getLogger(__name__).warning("could not write %s: %s", self.root / "STOP.json", exc)
 
     def stopped(self) -> str | None:
         f = self.root / "STOP.json"
