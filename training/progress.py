@@ -56,6 +56,12 @@ def step_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
+# A model judge asked about this many exact-match misses of a step and calling every one Correct is more likely
+# broken (an endpoint answering "Correct" to anything trained a whole run to exit 0) than right: the default
+# run's 1.5B called 0-1 of 1-4 misses a step Correct (2026-12-07).
+JUDGE_AGREES_ALL = 5
+
+
 def step_line(m: dict[str, Any], steps: int, elapsed_s: float) -> str:
     """One committed step as one line (``steps``: the run's total; ``elapsed_s``: since this invocation
     started)."""
@@ -63,6 +69,9 @@ def step_line(m: dict[str, Any], steps: int, elapsed_s: float) -> str:
     acc = f"{sum(rates) / len(rates):.2f}" if rates else "-"
     if by_model := (m.get("correct_by") or {}).get("llm"):
         acc += f" ({by_model} of {sum(m['correct_by'].values())} correct by the model judge)"
+        asked = (m.get("judge_methods") or {}).get("llm", 0)
+        if asked >= JUDGE_AGREES_ALL and by_model == asked:  # a judge that says Correct to anything
+            acc += f" WARNING: the model judge called all {asked} misses it saw Correct; check its endpoint"
     parts = [
         f"step {m['step']} ({m['step'] + 1}/{steps})",  # steps count from 0, as in metrics.jsonl
         f"{m.get('seconds', 0):.0f}s, run {clock(elapsed_s)}",

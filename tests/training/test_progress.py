@@ -58,6 +58,16 @@ def test_a_step_line_holds_what_a_batch_log_reader_needs():
     assert "loss" not in first and "consolidation +2" in first
 
 
+def test_a_model_judge_that_calls_every_miss_correct_is_flagged_on_the_step_line():
+    """An endpoint answering "Correct" to anything trained a whole run to exit 0 without a word."""
+    agrees = {**RECORD, "judge_methods": {"exact": 4, "llm": 6}, "correct_by": {"exact": 1, "llm": 6}}
+    line = step_line(agrees, 2, 60)
+    assert "(6 of 7 correct by the model judge) WARNING: the model judge called all 6 misses" in line
+    some = {**RECORD, "judge_methods": {"exact": 4, "llm": 6}, "correct_by": {"exact": 1, "llm": 2}}
+    few = {**RECORD, "judge_methods": {"exact": 4, "llm": 2}, "correct_by": {"llm": 2}}
+    assert "WARNING" not in step_line(some, 2, 60) + step_line(few, 2, 60)
+
+
 # the printing code of `sesa train` fed real step records by a stand-in orchestrator that then waits as a step
 # of a real run does; stdout is a file, as under nohup or Slurm
 DRIVER = """
