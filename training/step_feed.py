@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sesa_graph.config import RunConfig
+from tools.errors import UserError
 from training.ranks import Rank
 from training.sync import SyncDir
 from training.trainer_rows import last_update, rows_for_training
@@ -55,6 +56,8 @@ class StepFeed:
                 raise RuntimeError(
                     f"step {step}: the {role} trainer's ranks hold different weights: {prints}"
                 )
+        if state and rank.main:
+            check_finite(state, role, step)
         where = (
             publish_state(
                 self.sync,
@@ -118,6 +121,20 @@ class StepFeed:
         slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
         torch.distributed.scatter_object_list(mine, slices, src=0)
         return mine[0]
+
+
+def check_finite(state: dict[str, Any], role: str, step: int) -> None:
+    """A UserError naming the first tensor of ``state`` that holds NaN or inf: such weights would be served and
+    trained on without a word (the rollouts would only read as garbage)."""
+    import torch
+
+    for name, t in state.items():
+        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+            raise UserError(
+                f"step {step}: the {role} trainer's weights hold NaN or inf ({name}, first of them) after its "
+                f"last update, so they are not published; lower train.learning_rate "
+                f"and see logs/{role}-trainer.log for the loss and grad_norm that led there"
+            )
 
 
 def rank_slice(rows: dict[str, list], rank: int, world: int) -> dict[str, list]:
