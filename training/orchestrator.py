@@ -9,6 +9,7 @@ boundary and the metrics line are written, so ``--resume`` restarts at the first
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import time
@@ -213,7 +214,21 @@ class Orchestrator:
 
     def replay(self, role: str, step: int) -> tuple[dict[str, Any], bytes]:
         """A committed step's metrics and ``role`` shard, for a trainer resumed from an older checkpoint."""
-        return self.sync.committed(step), self.store.path(step, role).read_bytes()
+        from training.sync import SyncFileError
+
+        path = self.store.path(step, role)
+        try:
+            data = path.read_bytes()
+            import pyarrow.parquet as pq
+
+            pq.read_metadata(io.BytesIO(data))
+        except Exception as exc:  # noqa: BLE001 -- missing, unreadable or not Parquet: named, not '<Buffer>'
+            raise SyncFileError(
+                f"{path} cannot be read ({type(exc).__name__}: {str(exc)[:160]}): step {step}'s committed {role} "
+                "trajectories, which the resumed trainer must train on again; restore the file from a backup, or "
+                f"move {self.sync.root}/committed-{step}.json and every later one aside to run those steps again"
+            ) from None
+        return self.sync.committed(step), data
 
     def servers_dead(self) -> str | None:
         """A message naming a policy server that has exited (None while all run or none is ours)."""

@@ -72,6 +72,11 @@ class SyncDir:
         path = self.root / f"committed-{step}.json"
         try:
             rec = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise SyncFileError(
+                f"{path} is missing: step {step}'s commit record, which the run's later records count on; restore "
+                f"it from a backup, or move every later committed-*.json out of {self.root} to run those steps again"
+            ) from None
         except (UnicodeDecodeError, ValueError) as exc:
             rec = exc
         if not isinstance(rec, dict):

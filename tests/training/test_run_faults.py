@@ -39,3 +39,25 @@ def test_weights_holding_nan_are_not_published_and_the_error_names_the_tensor():
     bad = {**good, "b.weight": torch.tensor([1.0, float("nan")])}
     with pytest.raises(UserError, match=r"step 2: the solver trainer's weights hold NaN or inf \(b.weight"):
         check_finite(bad, "solver", 2)
+
+
+def test_a_missing_commit_record_or_a_truncated_shard_is_named_with_its_file(tmp_path):
+    """A resumed trainer's replay read a truncated shard as '<Buffer>' and a missing record as a raw [Errno 2]."""
+    import pytest
+
+    from training.orchestrator import Orchestrator
+    from training.store import TrajectoryStore
+    from training.sync import SyncDir, SyncFileError
+
+    sync = SyncDir(tmp_path)
+    with pytest.raises(SyncFileError, match="committed-3.json is missing: step 3's commit record"):
+        sync.committed(3)
+    (sync.root / "committed-3.json").write_text('{"step": 3}')
+    store = TrajectoryStore(tmp_path)
+    shard = store.path(3, "solver")
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    shard.write_bytes(b"PAR1\x00\x00truncated")
+    orch = Orchestrator.__new__(Orchestrator)  # only the run's record: no servers, no trainers
+    orch.sync, orch.store = sync, store
+    with pytest.raises(SyncFileError, match=r"solver.parquet cannot be read .*step 3's committed solver"):
+        orch.replay("solver", 3)
