@@ -181,9 +181,9 @@ class TrainConfig(Strict):
     gradient_checkpointing: bool = Field(
         False,
         description="Recompute each layer's activations in the backward pass instead of keeping them "
-        "(transformers' gradient checkpointing). For SmolLM2-135M alone, 2 x 1300 tokens a pass, 2 CPU threads: "
-        "peak 10.1 -> 7.0 GB for 10% more time a pass; in the default run it did not lower the trainers' peak, "
-        "which the loss's vocabulary-sized tensors set (micro_batch_size does).",
+        "(transformers' gradient checkpointing). With TRL's fused LM head (no whole logits), one SmolLM2-135M "
+        "trainer alone, single passes of 900-1500 tokens on 2 CPU threads: peak 6.2 -> 4.9 GiB for 19% more "
+        "update time (benchmarks/trainer_update_memory.py); on in tiny-cpu.yaml.",
     )
     trainer_threads: int = Field(
         1,
