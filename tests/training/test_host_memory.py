@@ -111,3 +111,16 @@ def test_taking_turns_counts_one_update_and_only_for_single_rank_trainers():
         load_config(None, {"train.trainer_ranks": {"solver": 2}, "train.trainer_launcher": ["torchrun"]})
     )
     assert sum("update" in p.name for p in ranks) == 3  # ranks of a job update together: no turns
+
+
+def test_an_update_is_estimated_from_its_tokens_and_checkpointing():
+    """The activations of a pass grow with micro_batch_size x max_completion_length (a 192-token test run was
+    refused on a machine with 18 GiB free while every update was counted at the default's 1024 tokens)."""
+
+    def update(**ov):
+        plan = host_plan(load_config(None, {"train.one_update_at_a_time": False, **ov}))
+        return next(p.gib for p in plan if p.name == "solver trainer's update")
+
+    assert update(**{"train.max_completion_length": 192}) < update() - 1
+    assert update(**{"train.micro_batch_size": 2}) > update() + 1
+    assert update(**{"train.gradient_checkpointing": False}) > update()
