@@ -32,6 +32,7 @@ from sesa_graph.memory.consolidation import distill_pass
 from sesa_graph.memory.queue import FailureQueue
 from sesa_graph.memory.skill import write_skill_file
 from tools.encoder import Encoder
+from training.run_disk import tree_bytes
 
 QUESTIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks" / "hotpotqa.jsonl"
 
@@ -145,10 +146,6 @@ def timed(fn, reps: int) -> list[float]:
     return out
 
 
-def dir_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
 def consolidation_seconds(
     client, bank: SkillBank, n: int = 30, questions: list[str] | None = None
 ) -> tuple[float, dict]:
@@ -226,7 +223,7 @@ def main() -> None:
         bank.close()
         path = tmp / "bank"
         print(
-            f"bank on disk: {dir_size(path) / 2**20:.1f} MiB total (chroma/ {dir_size(path / 'chroma') / 2**20:.1f} "
+            f"bank on disk: {tree_bytes(path) / 2**20:.1f} MiB total (chroma/ {tree_bytes(path / 'chroma') / 2**20:.1f} "
             f"MiB, skills.jsonl {(path / 'skills.jsonl').stat().st_size / 2**10:.0f} KiB)"
         )
 

@@ -183,10 +183,9 @@ class PolicyConfig(
     )
     cpu_bind: str | list[str] | None = Field(
         None,
-        description="For backend 'vllm' on CPU: the cores the server's OpenMP threads "
-        "are pinned to (VLLM_CPU_OMP_THREADS_BIND, e.g. '0', '0-1', '1'); one thread per "
-        "core. None: vLLM's 'auto', which on a 2-core machine takes core 0 and leaves "
-        "core 1 to other processes. With replicas, a list of one entry per replica (a single string pins "
+        description="For backend 'vllm' on CPU: the cores the server runs on, one OpenMP thread per core "
+        "('0', '0-1', '0,2'; with tensor parallelism vLLM's '0-1|2-3', one set per rank). None: all cores but "
+        "the first, as vLLM's 'auto'. With replicas, a list of one entry per replica (a single string pins "
         "every replica to the same cores).",
     )
     gpu_memory_utilization: float | None = Field(
@@ -218,6 +217,13 @@ class PolicyConfig(
         description="For backend 'vllm': how long to wait for /health "
         "before giving up with the server log's tail.",
     )
+
+    @field_validator("cpu_bind")
+    @classmethod
+    def _cores(cls, bind: str | list[str] | None) -> str | list[str] | None:
+        for one in [bind] if isinstance(bind, str) else bind or []:
+            bind_cores(one)
+        return bind
 
     @field_validator("base_url")
     @classmethod
@@ -288,6 +294,24 @@ class PolicyConfig(
                 "holding the token every request to the server must carry (e.g. api_key_env: "
                 "SESA_POLICY_TOKEN, then `export SESA_POLICY_TOKEN=$(openssl rand -hex 32)`)"
             )
+
+
+def bind_cores(bind: str) -> list[int]:
+    """The cores a ``cpu_bind`` string names ('0', '0-1', '0,2', '0-1|2-3'); a ValueError naming it otherwise.
+
+    >>> bind_cores("0-1|4"), bind_cores("2,0")
+    ([0, 1, 4], [0, 2])
+    """
+    out: set[int] = set()
+    try:
+        for part in bind.replace("|", ",").split(","):
+            lo, _, hi = part.strip().partition("-")
+            if int(hi or lo) < int(lo) or int(lo) < 0:
+                raise ValueError
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ValueError(f"cpu_bind {bind!r}: give cores as '0', '0-1', '0,2' or '0-1|2-3'") from None
+    return sorted(out)
 
 
 def _loopback(host: str) -> bool:

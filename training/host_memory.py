@@ -192,10 +192,8 @@ def _cgroup_room(root: Path = Path("/sys/fs/cgroup")) -> tuple[int, str] | None:
             except (OSError, ValueError):
                 continue
             if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
-                cache = _file_cache(limit_file.parent / "memory.stat")
-                return int(
-                    limit
-                ) - used + cache, f"the cgroup's {limit_file.name} less its usage but page cache"
+                room = int(limit) - used + _file_cache(limit_file.parent / "memory.stat")
+                return room, f"the cgroup's {limit_file.name} less its usage but page cache"
     return None
 
 
@@ -207,14 +205,8 @@ def _file_cache(stat: Path) -> int:
         fields = dict(line.split() for line in stat.read_text().splitlines() if line.count(" ") == 1)
     except (OSError, ValueError):
         return 0
-    names = (
-        ("total_inactive_file", "total_active_file")
-        if "total_inactive_file" in fields
-        else (
-            "inactive_file",
-            "active_file",
-        )
-    )
+    v1 = "total_inactive_file" in fields  # v1 counts the hierarchy's pages as total_*
+    names = ("total_inactive_file", "total_active_file") if v1 else ("inactive_file", "active_file")
     return sum(int(fields.get(n, 0)) for n in names)
 
 

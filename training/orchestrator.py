@@ -214,13 +214,13 @@ class Orchestrator:
 
     def replay(self, role: str, step: int) -> tuple[dict[str, Any], bytes]:
         """A committed step's metrics and ``role`` shard, for a trainer resumed from an older checkpoint."""
+        import pyarrow.parquet as pq
+
         from training.sync import SyncFileError
 
         path = self.store.path(step, role)
         try:
             data = path.read_bytes()
-            import pyarrow.parquet as pq
-
             pq.read_metadata(io.BytesIO(data))
         except Exception as exc:  # noqa: BLE001 -- missing, unreadable or not Parquet: named, not '<Buffer>'
             raise SyncFileError(

@@ -11,6 +11,7 @@ optimizer afresh.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -48,8 +49,6 @@ def describe(run_dir: Path) -> str:
 
 def pruned(run_dir: Path) -> dict | None:
     """The record of a prune of ``run_dir`` (None when it was never pruned)."""
-    import json
-
     try:
         return json.loads((run_dir / PRUNED).read_text())
     except (OSError, ValueError):

@@ -48,6 +48,8 @@ class LlamaServer(VLLMServer):
     on 127.0.0.1, with ``spec.threads`` for generation and prompt processing alike."""
 
     ENGINE = "llama.cpp"
+    restarts = 0  # by revive(), this server's own count once it has one
+    _revive_lock = threading.Lock()  # one restart at a time (the judge's and the distiller's calls meet here)
     HEALTH = (
         "/v1/models"  # llama-cpp-python's server has no /health; the listing answers once the model loaded
     )
@@ -108,9 +110,6 @@ class LlamaServer(VLLMServer):
 
     def oom_hint(self, rc: int | None, text: str) -> str:
         return oom_hint(rc, text, "the model's serve.max_model_len (its context) or a smaller GGUF")
-
-    restarts = 0
-    _revive_lock = threading.Lock()
 
     def revive(self) -> bool:
         """Start the server again on its port when it has died and restarts are left (True: it is up again,

@@ -159,16 +159,14 @@ class VLLMServer:
         return self.on_cpu and not any(a.startswith(parallel) for a in self.spec.extra_args)
 
     def cores(self) -> list[int]:
-        """The cores this server may run on: ``cpu_bind`` ('0', '0-1', '0,2', vLLM's '0-1|2-3'), or without
-        it all but core 0 of this process's cores (vLLM's 'auto' leaves one core to the rest), at least one."""
+        """The cores this server may run on: ``cpu_bind``'s, or without it all but core 0 of this process's
+        cores (vLLM's 'auto' leaves one core to the rest), at least one."""
+        from sesa_graph.model_config import bind_cores
+
+        if self.spec.cpu_bind:
+            return bind_cores(self.spec.cpu_bind)
         mine = sorted(os.sched_getaffinity(0))
-        if not self.spec.cpu_bind:
-            return mine[1:] or mine
-        out: set[int] = set()
-        for part in self.spec.cpu_bind.replace("|", ",").split(","):
-            lo, _, hi = part.strip().partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
-        return sorted(out)
+        return mine[1:] or mine
 
     def _child_setup(self) -> None:
         """In the server's process, before exec: SIGTERM when this process dies; on the one-process layout,
@@ -187,7 +185,7 @@ class VLLMServer:
         env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
         if self.one_worker_process:
             # The model runs inside the engine-core process (vLLM's 'uni' executor) instead of a third process
-            # of its own: 1.05 GiB less PSS a server (benchmarks/vllm_layout.py). vLLM then pins no threads, so
+            # of its own: 0.56 GiB less PSS a server (benchmarks/vllm_layout.py). vLLM then pins no threads, so
             # the server's threads are the cores of cpu_bind, which :meth:`_child_setup` binds the tree to.
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             env["OMP_NUM_THREADS"] = str(len(self.cores()))

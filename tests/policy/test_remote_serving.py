@@ -202,3 +202,15 @@ def test_stopping_a_server_whose_api_process_was_killed_stops_its_engine_too(tmp
         time.sleep(0.1)
     else:
         raise AssertionError(f"the server's child {child} outlived stop()")
+
+
+@pytest.mark.parametrize("bind", ["a-b", "1-0", "-1", "0-1|x"])
+def test_a_cpu_bind_that_names_no_cores_is_a_config_error(bind):
+    """The server binds its process tree to these cores before vLLM starts: a bad value is refused by its key,
+    not met as a traceback in the server's start."""
+    from sesa_graph.model_config import PolicyConfig
+
+    with pytest.raises(ValueError, match=f"cpu_bind {bind!r}"):
+        PolicyConfig(backend="vllm", cpu_bind=bind)
+    with pytest.raises(ValueError, match="cpu_bind 'x'"):
+        PolicyConfig(backend="vllm", cpu_bind=["0", "x"], replicas=2)
