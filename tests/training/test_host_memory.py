@@ -124,3 +124,19 @@ def test_an_update_is_estimated_from_its_tokens_and_checkpointing():
     assert update(**{"train.max_completion_length": 192}) < update() - 1
     assert update(**{"train.micro_batch_size": 2}) > update() + 1
     assert update(**{"train.gradient_checkpointing": False}) > update()
+
+
+def test_parked_optimizer_state_moves_from_rest_to_the_update():
+    """train.park_optimizer: AdamW's 8 bytes a parameter leave each waiting trainer and come back in the update."""
+    from training.host_memory import GIB, PARKED_BYTES_PER_PARAM, _params
+
+    parked = {p.name: p.gib for p in host_plan(load_config(None, {"train.one_update_at_a_time": False}))}
+    kept = {
+        p.name: p.gib
+        for p in host_plan(
+            load_config(None, {"train.one_update_at_a_time": False, "train.park_optimizer": False})
+        )
+    }
+    moments = _params(load_config(None).solver_policy.model) * PARKED_BYTES_PER_PARAM / GIB
+    assert kept["solver trainer"] - parked["solver trainer"] == pytest.approx(moments)
+    assert parked["solver trainer's update"] - kept["solver trainer's update"] == pytest.approx(moments)
