@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
 
-from graphs import contexts
+from graphs import contexts, serve_limits
 from graphs.studio_config import StudioConfig, coerce
 
 C = TypeVar("C")
@@ -31,12 +31,37 @@ _built: dict[tuple, Future] = {}
 _lock = threading.Lock()
 
 
+# parts that hold a model, an index or a server, kept for the server's life: capped (SESA_SERVE_MAX_MODELS)
+HEAVY = ("policy", "search", "judge")
+# parts that are only data (a parsed config, a bank's read-only view): the oldest are dropped past this many
+LIGHT_KEPT = 16
+
+
 def _future(key: tuple, build: Callable[[], Any]) -> Future:
     with _lock:
         fut = _built.get(key)
         if fut is None:
+            _make_room(key[0])
             fut = _built[key] = _pool.submit(build)
+        else:
+            _built[key] = _built.pop(key)  # most recently used last
     return fut
+
+
+def _make_room(kind: str) -> None:
+    """Before a new part of ``kind`` is built (under the lock): refuse a heavy one past the cap, drop the
+    least recently used light one past LIGHT_KEPT."""
+    same = [k for k in _built if k[0] == kind]
+    if kind in HEAVY:
+        cap = serve_limits.max_models()
+        if len(same) >= cap:
+            raise ValueError(
+                f"this server already holds {len(same)} {kind} configurations, its limit "
+                f"(SESA_SERVE_MAX_MODELS={cap}): use one of those (the same model, corpus and engine), or "
+                "restart the server with a higher SESA_SERVE_MAX_MODELS where it has the memory"
+            )
+    elif len(same) >= LIGHT_KEPT:
+        del _built[same[0]]
 
 
 def _cached(key: tuple, build: Callable[[], Any]) -> Any:
@@ -74,18 +99,26 @@ def _settle(key: tuple, fut: Future) -> Future:
 def _run_config(studio: StudioConfig) -> Any:
     from sesa_graph.config import load_config
 
+    if studio.run_config is not None:
+        serve_limits.check_real("run_config", studio.run_config)
     return load_config(studio.run_config, studio.overrides())
 
 
-def _policy(pcfg: Any) -> Any:
+def _policy(pcfg: Any, asked: str | None = None) -> Any:
+    """``asked``: the context's own ``model`` (not the run config's), checked before it loads."""
     from sesa_graph.policy.factory import make_policy
 
+    if asked is not None and pcfg.backend != "openai":
+        serve_limits.check_model_real(asked)
     return make_policy(pcfg)
 
 
-def _search(scfg: Any) -> Any:
+def _search(scfg: Any, asked: str | None = None) -> Any:
+    """``asked``: the context's own ``corpus``, checked before it is read."""
     from tools.backends import make_backend
 
+    if asked is not None and asked != "embedded":
+        serve_limits.check_real("corpus", asked)
     return make_backend(scfg)
 
 
@@ -96,6 +129,7 @@ def _memory(bank: str, mode: str, top_k: int) -> Any:
     from sesa_graph.memory.memory import SkillMemory
     from sesa_graph.memory.snapshot import bank_dir, read_state
 
+    serve_limits.check_real("bank", bank)
     path = bank_dir(Path(bank))
     state = read_state(path)
     cfg = MemoryConfig(
@@ -114,8 +148,8 @@ async def parts(raw: Any) -> tuple[Any, Any, Any, Any]:
         ("config", studio.run_config, tuple(sorted(studio.overrides().items()))), lambda: _run_config(studio)
     )
     pcfg, scfg = studio.policy_config(cfg), studio.search_config(cfg)
-    policy = await _acached(("policy", pcfg.model_dump_json()), lambda: _policy(pcfg))
-    search = await _acached(("search", scfg.model_dump_json()), lambda: _search(scfg))
+    policy = await _acached(("policy", pcfg.model_dump_json()), lambda: _policy(pcfg, studio.model))
+    search = await _acached(("search", scfg.model_dump_json()), lambda: _search(scfg, studio.corpus))
     memory = None
     if studio.bank and studio.bank_mode != "off":
         top_k = cfg.memory.top_k

@@ -16,14 +16,16 @@ from langgraph_sdk.runtime import ServerRuntime
 from graphs.propose import graph as propose_graph
 from graphs.selfplay import graph as selfplay_graph
 from graphs.solve import graph as solve_graph
-from graphs.studio_config import check_keys
+from graphs.studio_config import check_keys, coerce
 
 
 def checked(runtime: Any) -> None:
-    """Refuse a run whose context holds a key the served graphs do not know (reads have no context)."""
+    """Refuse a run whose context holds a key the served graphs do not know, or names a file, model or server
+    beyond the server's limits (graphs.serve_limits); reads have no context."""
     context = getattr(runtime, "context", None)
     if isinstance(context, dict):
         check_keys(context)
+        coerce(context)
 
 
 def solve(runtime: ServerRuntime) -> Any:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
+from graphs import serve_limits
 from sesa_graph.config import RunConfig, SearchConfig
 from sesa_graph.model_config import PolicyConfig
 from tools.config_model import ConfigModel
@@ -69,6 +70,24 @@ class StudioConfig(ConfigModel):
     )
     greedy: bool = Field(True, description="solve: greedy decoding (as `sesa rollout`); false samples.")
     seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Sampling seed.")
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> StudioConfig:
+        """Whoever reaches the server writes the context: its paths, model and URLs are checked
+        (graphs.serve_limits says what may be named and how a server's operator allows more)."""
+        for field in ("run_config", "bank"):
+            value = getattr(self, field)
+            if value is not None:
+                serve_limits.check_path(field, value)
+        if self.corpus is not None and self.corpus != "embedded":
+            serve_limits.check_path("corpus", self.corpus)
+        if self.model is not None and self.base_url is None:  # with base_url, a name the server serves
+            serve_limits.check_model(self.model)
+        for field in ("base_url", "search_url"):
+            value = getattr(self, field)
+            if value is not None:
+                serve_limits.check_url(field, value)
+        return self
 
     def overrides(self) -> dict[str, Any]:
         """The run-config overrides this configuration implies (dotted keys, as ``--set`` takes them)."""

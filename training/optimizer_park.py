@@ -50,7 +50,9 @@ class ParkedOptimizer:
         for p in params:
             opt.state.pop(p, None)
         self.parked = True
-        log.info("optimizer state parked: %.2f GiB in %.1fs (%s)", size / 2**30, time.monotonic() - t0, self.path)
+        log.info(
+            "optimizer state parked: %.2f GiB in %.1fs (%s)", size / 2**30, time.monotonic() - t0, self.path
+        )
         return size
 
     def restore(self, optimizer: Any) -> None:

@@ -133,13 +133,15 @@ class BankJournal:
         self._apply(entry)
         return version
 
-    def _update_counters(self, new: dict[str, Skill]) -> None:
-        """Set the counters of these skills (same ids, new counters) in Chroma and skills.jsonl, journaled."""
+    def _update_counters(self, new: dict[str, Skill], step: int | None = None) -> None:
+        """Set the counters of these skills (same ids, new counters) in Chroma and skills.jsonl, journaled;
+        with ``step``, state.json's ``credited_step`` in the same entry."""
         entry = {
             "kind": "counters",
             "version": self.version,
             "counters": {sid: {c: getattr(s, c) for c in COUNTERS} for sid, s in new.items()},
             "before": {"skills": {sid: self._skills[sid].model_dump(mode="json") for sid in new}},
+            **({"credited_step": step} if step is not None else {}),
         }
         write_json_atomic(self.path / JOURNAL, entry)
         self._apply(entry)
@@ -154,6 +156,11 @@ class BankJournal:
                 for sid, m in zip(ids, metas):
                     self._skills[sid] = self._skills[sid].model_copy(update=m)
             self._write_live()
+            if isinstance(entry.get("credited_step"), int):
+                self._state["credited_step"] = max(
+                    self._state.get("credited_step", -1), entry["credited_step"]
+                )
+                self._write_state()
             os.unlink(self.path / JOURNAL)
             return
         adds = [Skill.model_validate(a["skill"]) for a in entry["add"]]

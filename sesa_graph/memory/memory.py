@@ -199,11 +199,11 @@ class SkillMemory:
             n += 1
         return list(skills[:n])
 
-    def apply_outcomes(self, outcomes: Iterable[Outcome | tuple]) -> dict[str, int]:
-        """Credit one step's judged rollouts (modes 'on' and 'static'; ignored otherwise)."""
+    def apply_outcomes(self, outcomes: Iterable[Outcome | tuple], step: int | None = None) -> dict[str, int]:
+        """Credit one step's judged rollouts (modes 'on' and 'static'; ignored otherwise), once per ``step``."""
         if self.bank is None or self.mode not in ("on", "static"):
             return {"ignored_mode": len(list(outcomes))}
-        return self.bank.apply_outcomes(outcomes)
+        return self.bank.apply_outcomes(outcomes, step)
 
     def add_failures(self, records: Iterable[FailureRecord | dict]) -> dict[str, int]:
         """Queue one step's failed rollouts (mode 'on' only: the others never distil); with failure_source
@@ -356,7 +356,7 @@ class SkillMemory:
         failures: Iterable[FailureRecord | dict] = (),
     ) -> StepReport:
         """Everything the step boundary needs, in order: credit, queue, commit, maybe start the next pass."""
-        o = self.apply_outcomes(outcomes)
+        o = self.apply_outcomes(outcomes, step)
         f = self.add_failures(failures)
         c = self.commit(step)
         started = self.maybe_consolidate(step)

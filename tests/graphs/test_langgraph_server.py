@@ -93,7 +93,7 @@ def test_parts_are_built_once_per_configuration_off_the_event_loop(monkeypatch):
     builds: list[tuple[str, str]] = []
 
     def fake(kind):
-        def build(arg):
+        def build(*args):
             builds.append((kind, threading.current_thread().name))
             return object()
 
@@ -152,6 +152,7 @@ def server(tmp_path):
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGSMITH_TRACING="false",
         LANGCHAIN_TRACING_V2="false",
+        SESA_SERVE_ROOTS=str(tmp_path),  # the test's run config and model paths live there
     )
     log = tmp_path / "server.log"
     args = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
@@ -245,6 +246,9 @@ def test_solve_and_propose_run_on_a_langgraph_server(server, tmp_path):
         for ctx in (
             {**context, "max_turn": 2},
             {**context, "engine": "local", "model": str(tmp_path / "none")},
+            # a file outside the server's roots and a server off this machine (graphs.serve_limits)
+            {**context, "corpus": "/etc/hostname"},
+            {**context, "search_backend": "http", "search_url": "http://10.1.2.3:8000"},
         ):
             t = await client.threads.create()
             r = await client.runs.create(t["thread_id"], "solve", input={"question": "Q?"}, context=ctx)
@@ -253,7 +257,10 @@ def test_solve_and_propose_run_on_a_langgraph_server(server, tmp_path):
         return schemas, solve, propose, broken, refused
 
     schemas, (run, out, nodes), (prun, pout, pnodes), broken, refused = asyncio.run(main())
-    typo, no_model = (json.dumps(r) for r in refused)
+    typo, no_model, outside, remote = (json.dumps(r) for r in refused)
+    assert "context key 'corpus'" in outside and "SESA_SERVE_ROOTS" in outside, outside
+    assert "hostname" not in outside.replace("/etc/hostname", ""), outside  # nothing of the file was read
+    assert "context key 'search_url'" in remote and "SESA_SERVE_HOSTS" in remote, remote
     assert "unknown context key 'max_turn' (did you mean 'max_turns'?)" in typo, typo
     assert str(tmp_path / "none") in no_model and "internal error" not in no_model, no_model
     assert all(s["input_schema"] and s["context_schema"] for s in schemas)

@@ -166,3 +166,35 @@ def test_query_without_embedding_matches_retrieve(make_bank):
     a = [[s.id for s, _ in h] for h in bank.query(emb)]
     assert a == [[s.id for s in h] for h in bank.retrieve(QUESTIONS)]
     assert np.asarray(emb).dtype == np.float32
+
+
+def test_a_steps_credits_are_applied_once_even_when_the_step_runs_again(
+    make_bank, encoder, tmp_path, monkeypatch
+):
+    """A run killed after the bank credited step 3 and before the step's commit runs step 3 again on resume:
+    the bank credits it once (18 credits instead of 12, before). The step is recorded in the journaled counter
+    update, so a kill inside that update is finished by the next open, with the step."""
+    import sesa_graph.memory.bank_journal as journal
+
+    bank = make_bank()
+    step3 = [(["seed-location-chain"], True, "answered")] * 3
+    assert bank.apply_outcomes(step3, step=3)["skills_updated"] == 1
+    again = bank.apply_outcomes(step3, step=3)
+    assert again["already_credited"] == 3 and again["skills_updated"] == 0
+    assert bank.get("seed-location-chain").helpful == 3
+    real = journal.BankJournal._apply
+
+    def killed(self, entry):  # the journal is written; the process dies before Chroma changes
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(journal.BankJournal, "_apply", killed)
+    with pytest.raises(SystemExit):
+        bank.apply_outcomes(step3, step=4)
+    monkeypatch.setattr(journal.BankJournal, "_apply", real)
+    bank.close()
+    reopened = SkillBank.open(tmp_path / "bank", MemoryConfig(), encoder)  # finishes step 4's credit
+    assert reopened.get("seed-location-chain").helpful == 6
+    assert reopened.apply_outcomes(step3, step=4)["already_credited"] == 3
+    assert reopened.apply_outcomes(step3, step=5)["skills_updated"] == 1
+    assert reopened.get("seed-location-chain").helpful == 9
+    reopened.close()

@@ -81,7 +81,9 @@ def test_a_trainer_job_that_parks_its_optimizer_trains_exactly_as_one_that_does_
         for coord in coords.values():
             coord.close()
     log = (runs[True] / "logs" / "solver-trainer.log").read_text()
-    assert log.count("optimizer state parked") == 2 and log.count("optimizer state restored") == 2, log[-3000:]
+    assert log.count("optimizer state parked") == 2 and log.count("optimizer state restored") == 2, log[
+        -3000:
+    ]
     assert "optimizer state parked" not in (runs[False] / "logs" / "solver-trainer.log").read_text()
     assert not list((runs[True] / "sync").glob("optimizer-*.pt"))  # read back and removed
     a, b = (weights(run / "policies" / "solver") for run in runs.values())
