@@ -38,6 +38,7 @@ from training.coordinator import Coordinator
 from training.metrics_log import append_record
 from training.probe_eval import ProbeEval
 from training.reuse import ReusePool
+from training.search_health import check_search_alive, failed_searches
 from training.store import TrajectoryStore
 from training.sync import SyncDir
 from training.tracking import StepTracker
@@ -285,6 +286,7 @@ class Orchestrator:
         out.metrics["batch_frontier_groups"] = variance_groups(
             [t for t in solver if t.selected], cfg.solver.group_size
         )
+        check_search_alive(self.search, failed_searches(out.proposer, out.solver), step)
         self.store.write(step, "proposer", out.proposer)
         self.store.write(step, "solver", solver)
         # every wrong rollout of the step, whatever the memory mode: `sesa bank mine` reads them (priming);
