@@ -21,6 +21,7 @@ from typing import Any
 
 from graphs.contexts import propose_context, solver_context
 from graphs.selfplay import SelfPlayContext, StepOutput, correct_by, run_step
+from graphs.skill_replay import replayer
 from sesa_graph.config import RunConfig
 from sesa_graph.corpus.targets import cloze_question, load_pool, sample_targets
 from sesa_graph.fixed_models import with_fallbacks
@@ -159,6 +160,7 @@ class Orchestrator:
             rewards=cfg.rewards,
             memory=self.memory if cfg.memory.mode != "off" else None,
         )
+        self.memory.replay = replayer(cfg, self.solver_policy, self.search, self.judge, self.memory.render)
         self.probe = None
         if cfg.train.probe_every:  # the learning curve, with the run's own policy, search, judge, encoder
             bank = getattr(self.memory, "bank", None)

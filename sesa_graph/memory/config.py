@@ -158,6 +158,14 @@ class MemoryConfig(ConfigModel):
         "object's first key. Measured on tests/fixtures/distiller_failures.jsonl (benchmarks/"
         "distiller_quality.py): see the README's fixed-models section.",
     )
+    replay: Literal["off", "record", "require"] = Field(
+        "off",
+        description="Beyond the paper: before a consolidation's candidates are admitted, solve each one's "
+        "source failure again, greedily, with the candidate alone in the solver's prompt, and judge the answer "
+        "with the run's judge. 'record' stores that evidence with the skill (Skill.replay) and counts it in "
+        "the bank version's report (replayed, replay_flipped); 'require' also rejects a candidate whose "
+        "replay is still wrong ('replay_no_flip'). One solver rollout per candidate, at the step boundary.",
+    )
     distiller_temperature: float = Field(0.3, ge=0, description="Distiller sampling temperature.")
     max_consecutive_distiller_errors: int = Field(
         3,

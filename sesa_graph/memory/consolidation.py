@@ -36,7 +36,7 @@ import numpy as np
 from sesa_graph.memory.bank import SkillBank, max_cosine
 from sesa_graph.memory.config import MemoryConfig
 from sesa_graph.memory.distiller import build_messages, call_distiller, parse_skill_output
-from sesa_graph.memory.queue import FailureQueue, PendingFailure
+from sesa_graph.memory.queue import FailureQueue, FailureRecord, PendingFailure
 from sesa_graph.memory.skill import Skill
 from sesa_graph.memory.skill_checks import check_candidate
 
@@ -57,6 +57,8 @@ class ConsolidationResult:
     rejected_examples: list[dict] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    sources: dict[str, FailureRecord] = field(default_factory=dict)
+    """Each candidate's source failure, by skill id (what the replay check solves again)."""
 
     @property
     def responses(self) -> int:
@@ -127,6 +129,7 @@ async def distill_pass(
                 )
         else:
             candidates.append(skill)
+            res.sources[skill.id] = f.record
     if res.unparseable:
         first = next(o for o in outputs if not isinstance(o, BaseException))
         res.error = (

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from sesa_graph.memory.consolidation import ConsolidationResult, Consolidator
 from sesa_graph.memory.distiller import DistillerError, distiller_kind
 from sesa_graph.memory.placebo import placebo_for
 from sesa_graph.memory.queue import FailureQueue, FailureRecord, QueueError, priority_settings
-from sesa_graph.memory.skill import Skill
+from sesa_graph.memory.skill import Skill, SkillReplay
 from sesa_graph.memory.utility import Outcome, select_evictions
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ class SkillMemory:
         self.bank = bank
         self.queue = queue
         self.distiller = distiller
+        # memory.replay: set by the run (it owns the solver and the judge); see replay_candidates
+        self.replay: Callable[[list[tuple[Skill, FailureRecord]]], list[SkillReplay]] | None = None
         _check_distiller(config, distiller)
         self.consolidator = (
             Consolidator(bank, queue, distiller, config, loop)
@@ -279,6 +281,33 @@ class SkillMemory:
             step=step, version=None, picked=len(res.picked), still_queued=len(queue), error=res.error
         )
 
+    def replay_candidates(self, res: ConsolidationResult) -> tuple[list[tuple[Skill, Any]], Counter[str]]:
+        """memory.replay: each candidate's source failure solved again with it in the prompt, the evidence
+        stored with it; under 'require' only those whose replay was right stay. Returns the candidates and
+        the counts (replayed, replay_flipped, replay_no_flip)."""
+        mode = self.config.replay
+        pairs = [(s, res.sources[s.id]) for s, _ in res.admitted if s.id in res.sources]
+        if mode == "off" or self.replay is None or not pairs:
+            return res.admitted, Counter()
+        evidence = dict(zip((s.id for s, _ in pairs), self.replay(pairs), strict=True))
+        counts: Counter[str] = Counter(replayed=len(evidence))
+        kept = []
+        for skill, emb in res.admitted:
+            proof = evidence.get(skill.id)
+            if proof is not None:
+                skill = skill.model_copy(update={"replay": proof})
+                counts["replay_flipped"] += proof.correct
+                if mode == "require" and not proof.correct:
+                    counts["replay_no_flip"] += 1
+                    continue
+            kept.append((skill, emb))
+        log.info(
+            "replay check: %d of %d candidates answered their failure right",
+            counts["replay_flipped"],
+            len(evidence),
+        )
+        return kept, counts
+
     def _commit_pass(self, step: int, res: ConsolidationResult) -> CommitReport:
         """Admit the pass's candidates and the evictions they cause, drop its consumed failures from the
         queue, all in one bank version."""
@@ -288,6 +317,7 @@ class SkillMemory:
                 f"consolidation result is for bank version {res.base_version}, the bank is at "
                 f"{bank.version}: only one consolidation may be in flight"
             )
+        res.admitted, replay_counts = self.replay_candidates(res)
         candidates = {s.id: s for s, _ in res.admitted}
         evict = select_evictions(
             [*bank.skills(), *candidates.values()],
@@ -299,6 +329,7 @@ class SkillMemory:
             (s.model_copy(update={"created_step": step}), e) for s, e in res.admitted if s.id not in evict
         ]
         rejected = Counter(res.rejected)
+        rejected["replay_no_flip"] += replay_counts.pop("replay_no_flip", 0)
         rejected["over_capacity"] += len(candidates) - len(admit)
         evict = {sid: r for sid, r in evict.items() if sid not in candidates}
         queue.remove(res.consumed, save=False)
@@ -311,6 +342,7 @@ class SkillMemory:
             }
         )
         stats.update({f"rejected_{k}": v for k, v in rejected.items()})
+        stats.update(replay_counts)
         stats.update(f"evicted_{r}" for r in evict.values())
         report = {
             **res.report(),
@@ -318,6 +350,7 @@ class SkillMemory:
             "rejected": {k: v for k, v in rejected.items() if v},
             "evicted": evict,
             "queue_after": len(queue),
+            **replay_counts,
         }
         version = bank.commit(
             step=step,

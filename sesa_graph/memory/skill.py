@@ -55,6 +55,18 @@ class SkillFileError(UserError, ValueError):
     """A skill YAML file that cannot be used; the message names the file and the entry."""
 
 
+class SkillReplay(BaseModel):
+    """A candidate skill's source failure solved again with the skill in the prompt (memory.replay)."""
+
+    question: str = Field(description="The failed question.")
+    before: str | None = Field(None, description="The failed rollout's final answer.")
+    answer: str | None = Field(
+        None, description="The replay's final answer (greedy, this skill alone shown)."
+    )
+    correct: bool = Field(description="The run's judge's verdict on the replay's answer.")
+    status: str = Field(description="How the replay rollout ended (answered, max_turns, search_error, ...).")
+
+
 class Skill(BaseModel):
     """One reusable piece of search advice with its utility counters.
 
@@ -83,6 +95,11 @@ class Skill(BaseModel):
     source: SkillSourceKind = Field("distilled", description="seed | mined | distilled.")
     source_failures: list[str] = Field(
         default_factory=list, description="Keys of the failures it was mined or distilled from."
+    )
+    replay: SkillReplay | None = Field(
+        None,
+        description="The replay check's evidence (memory.replay): its source failure solved again, greedily, "
+        "with this skill alone in the solver's prompt, before it was admitted. None: not replayed.",
     )
 
     @field_validator("queries")
