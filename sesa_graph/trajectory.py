@@ -8,9 +8,16 @@ as JSON) are what people read. Stored as Parquet by ``training.store``; every fi
 from __future__ import annotations
 
 import json
+import types
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+# the version of the Parquet schema below, written into every shard's schema metadata; bump it when a column
+# changes type or meaning (a new column with a default needs no bump: older shards read with it null)
+SCHEMA_VERSION = "1"
+SCHEMA_KEY = b"sesa.trajectory_schema"
 
 
 class Trajectory(BaseModel):
@@ -84,3 +91,31 @@ class Trajectory(BaseModel):
     @property
     def searches(self) -> list[dict[str, Any]]:
         return json.loads(self.searches_json)
+
+
+def _arrow_type(annotation: Any) -> Any:
+    import pyarrow as pa
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in args if a is not type(None)]
+        return _arrow_type(inner)
+    if origin is Literal:
+        return pa.string()
+    if origin is list:
+        return pa.list_(_arrow_type(args[0]))
+    return {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}[annotation]
+
+
+def arrow_schema() -> Any:
+    """The one Arrow schema of every trajectory shard, from the fields above: a column that is null in one
+    shard (no proposer has a verdict) has the same type as in the next, so ``datasets.load_dataset`` and
+    ``pyarrow.dataset`` read a whole run at once."""
+    import pyarrow as pa
+
+    hints = typing.get_type_hints(Trajectory)
+    fields = [
+        pa.field(name, _arrow_type(hints[name]), nullable=not f.is_required() or f.default is None)
+        for name, f in Trajectory.model_fields.items()
+    ]
+    return pa.schema(fields, metadata={SCHEMA_KEY: SCHEMA_VERSION.encode()})

@@ -1,7 +1,10 @@
 """Trajectory store: one Parquet shard per (step, role) under ``runs/<name>/trajectories/``.
 
 Shards are written atomically (temp file + rename), so a reader -- a trainer, a notebook -- never sees a
-half-written file; ``pandas.read_parquet`` and ``datasets.load_dataset("parquet", ...)`` read them as is.
+half-written file. Every shard has the one schema of :func:`sesa_graph.trajectory.arrow_schema` (its version in
+the schema metadata), so ``datasets.load_dataset("parquet", data_files="runs/NAME/trajectories/*/*.parquet")``
+and ``pyarrow.dataset`` read a whole run; shards of older runs, each with the types its own rows implied, are
+read through :func:`conform`.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from sesa_graph.fsutil import write_bytes_atomic
-from sesa_graph.trajectory import Trajectory
+from sesa_graph.trajectory import Trajectory, arrow_schema
 
 ROLES = ("proposer", "solver")
 
@@ -29,12 +33,16 @@ class TrajectoryStore:
         return self.root / f"step-{step:05d}" / f"{role}.parquet"
 
     def write(self, step: int, role: str, records: Iterable[Trajectory]) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         path = self.path(step, role)
         path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [r.model_dump() for r in records]
-        df = pd.DataFrame(rows, columns=list(Trajectory.model_fields)) if not rows else pd.DataFrame(rows)
+        table = pa.Table.from_pylist([r.model_dump() for r in records], schema=arrow_schema())
         buf = io.BytesIO()
-        df.to_parquet(buf, index=False)
+        with pq.ParquetWriter(buf, table.schema) as writer:
+            if table.num_rows:  # an empty shard has no row group: datasets refuses a row group of 0 rows
+                writer.write_table(table)
         return write_bytes_atomic(path, buf.getvalue())
 
     def exists(self, step: int, role: str) -> bool:
@@ -44,7 +52,7 @@ class TrajectoryStore:
         path = self.path(step, role)
         if not path.exists():
             raise FileNotFoundError(f"no {role} trajectories for step {step} ({path})")
-        return pd.read_parquet(path)
+        return conform(path).to_pandas()
 
     def steps(self) -> list[int]:
         return sorted(int(p.name.split("-")[1]) for p in self.root.glob("step-*") if any(p.glob("*.parquet")))
@@ -58,3 +66,23 @@ class TrajectoryStore:
             if frames
             else pd.DataFrame(columns=list(Trajectory.model_fields))
         )
+
+
+def conform(path: Path) -> Any:
+    """A shard as an Arrow table of today's schema: an older shard's null-typed columns cast, missing columns
+    added as nulls, columns it has beyond the schema kept after them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table, schema = pq.read_table(path), arrow_schema()
+    if table.schema.equals(schema, check_metadata=False):
+        return table
+    columns, fields = [], []
+    for f in schema:
+        have = table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        columns.append(have.cast(f.type))
+        fields.append(f.with_nullable(True))
+    extra = [n for n in table.column_names if n not in schema.names]
+    columns += [table.column(n) for n in extra]
+    fields += [table.schema.field(n) for n in extra]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata))

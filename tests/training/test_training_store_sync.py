@@ -168,3 +168,49 @@ def test_a_checkpoint_without_its_optimizer_state_is_refused_by_name(tmp_path):
     (ckpt / "trainer_state.json").write_text('{"global_step": 2}')
     with pytest.raises(UserError, match="checkpoint-2 has no optimizer state"):
         latest_checkpoint(tmp_path)
+
+
+def test_a_whole_run_loads_as_one_dataset_and_older_shards_read_with_todays_types(tmp_path):
+    """Every shard has one Arrow schema (its version in the metadata): columns that are null in a proposer
+    shard (verdict, correct, success_rate) and typed in a solver shard no longer stop `datasets` or
+    `pyarrow.dataset` ("Couldn't cast double to null")."""
+    import datasets
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from sesa_graph.trajectory import SCHEMA_KEY, SCHEMA_VERSION
+
+    store = TrajectoryStore(tmp_path)
+    for step in (0, 1):
+        store.write(step, "proposer", [traj(role="proposer", group=f"p{i}") for i in range(2)])
+        solved = [
+            traj(sample=i, reward=float(i % 2)).model_copy(
+                update={
+                    "correct": bool(i % 2),
+                    "success_rate": 0.5,
+                    "verdict_json": "{}",
+                    "skill_ids": ["s1"],
+                }
+            )
+            for i in range(4)
+        ]
+        store.write(step, "solver", solved)
+    store.write(2, "solver", [])  # an empty shard has the schema too
+    assert pq.read_schema(store.path(1, "solver")).metadata[SCHEMA_KEY] == SCHEMA_VERSION.encode()
+    files = sorted(str(p) for p in (tmp_path / "trajectories").glob("*/*.parquet"))
+    loaded = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert len(loaded) == 12 and loaded.features["success_rate"].dtype == "float64"
+    from collections import Counter
+
+    assert Counter(loaded["correct"]) == {None: 4, False: 4, True: 4}
+    assert ds.dataset(files, format="parquet").to_table().num_rows == 12
+    # a shard written before: each column typed by its own rows (all-null -> null), one column missing
+    old = pd.DataFrame([traj(role="proposer").model_dump()]).drop(columns=["reused"])
+    old["success_rate"] = None
+    old_path = store.path(3, "proposer")
+    old_path.parent.mkdir(parents=True)
+    old.to_parquet(old_path, index=False)
+    assert str(pq.read_schema(old_path).field("success_rate").type) == "null"
+    df = store.read(3, "proposer")
+    assert df["success_rate"].isna().all() and df["reused"].isna().all() and list(df["reward"]) == [0.0]
+    assert len(store.read_all("proposer")) == 5
