@@ -285,11 +285,8 @@ def fig_bank(run: Run) -> Any:
         ax.set(title="Skill bank", xlabel="step", ylabel="skills", ylim=(0, max(10.0, size.max() * 1.15)))
         _int_x(ax)
         _counts(ax.yaxis)
-        c = m[
-            pd.to_numeric(m["consolidation_admitted"], errors="coerce").fillna(0)
-            + pd.to_numeric(m["consolidation_evicted"], errors="coerce").fillna(0)
-            > 0
-        ]
+        # every committed consolidation, also one that admitted and evicted nothing (a step line says +0)
+        c = m[pd.to_numeric(m["consolidation_version"], errors="coerce").notna()]
         if len(c):
             a2 = ax.twinx()
             w = 0.4
@@ -310,7 +307,7 @@ def fig_bank(run: Run) -> Any:
                 label="evicted",
             )
             a2.set_ylabel("skills per consolidation")
-            top = max(c["consolidation_admitted"].max(), c["consolidation_evicted"].max())
+            top = max(c["consolidation_admitted"].max(), c["consolidation_evicted"].max(), 1)
             a2.set_ylim(0, top * 2.5)  # keep the bars in the lower part, under the size line
             a2.yaxis.set_major_locator(MaxNLocator(integer=True))
             a2.grid(False)
@@ -318,7 +315,14 @@ def fig_bank(run: Run) -> Any:
             h1, l1 = ax.get_legend_handles_labels()
             h2, l2 = a2.get_legend_handles_labels()
             # under the axes: inside, it covered the bars of the last consolidations
-            ax.legend(h1 + h2, l1 + l2, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+            ax.legend(
+                h1 + h2,
+                l1 + l2,
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.2),
+                ncol=3,
+                title=f"{len(c)} consolidation(s) committed",
+            )
         else:
             ax.legend(loc="lower right", title="no consolidation committed yet")
     return fig

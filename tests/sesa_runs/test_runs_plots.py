@@ -50,3 +50,23 @@ def test_groups_run_beyond_the_batch_are_marked(tmp_path):
     [marker] = [ln for ln in fig.axes[0].get_lines() if "batch" in ln.get_label()]
     assert list(marker.get_ydata()) == [1]  # one of the two frontier groups was trained on
     assert "67%" in fig.axes[0].get_title()
+
+
+def test_consolidations_that_admitted_nothing_are_shown_as_committed(tmp_path):
+    """Two committed consolidations, both +0 (the default run's usual case): the chart said "no consolidation
+    committed yet" beside a table listing them, with an empty axis of -0.04 to 0.04."""
+    from sesa_runs.plots import fig_bank
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(load_config().model_dump(mode="json")))
+    lines = [
+        {"step": s, "items": 1, "valid_proposals": 1, "bank_size": 15, "bank_version": s // 2}
+        for s in range(4)
+    ]
+    for s, v in ((1, 1), (3, 2)):
+        lines[s]["consolidation"] = {"version": v, "admitted": 0, "evicted": 0, "rejected": {"too_long": 2}}
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    fig = fig_bank(open_run(tmp_path))
+    ax, bars = fig.axes
+    assert ax.get_legend().get_title().get_text() == "2 consolidation(s) committed"
+    assert sorted({round(p.get_x() + p.get_width() / 2) for p in bars.patches}) == [1, 3]
+    assert bars.get_ylim()[0] == 0 and bars.get_ylim()[1] > 0
