@@ -12,6 +12,7 @@ which would stall every other run (and trips ``langgraph dev``'s blocking-call g
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +25,7 @@ from graphs import contexts, serve_limits
 from graphs.studio_config import StudioConfig, coerce
 
 C = TypeVar("C")
+log = logging.getLogger("sesa.served")
 
 # one thread: two models loading at once on a small machine only slows both and doubles the peak memory
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sesa-graph-build")
@@ -185,15 +187,41 @@ async def served_skills(raw: Any, question: str) -> str | None:
     return memory.render(hits) or None
 
 
+def _judge(cfg: Any, policy: Any) -> Any:
+    """The run config's judge, as a run makes it: a fixed model is started (a missing one moves to
+    ``judge.fallback`` with a note, as ``sesa train`` does); one that cannot start falls back to exact match
+    when ``judge.fallback`` is 'exact', and says so in the server's log."""
+    from sesa_graph.fixed_models import judge_with_fallback
+    from sesa_graph.policy.factory import make_fixed_models, make_judge
+
+    jcfg, note = judge_with_fallback(cfg.judge, cfg.models)
+    if note:
+        log.warning("served selfplay: %s", note)
+    if jcfg.kind != "model":
+        return make_judge(jcfg, policy)
+    try:
+        models = make_fixed_models(cfg.models, [jcfg.endpoint])
+    except Exception as exc:  # a model server that does not start: the configured fallback
+        if jcfg.fallback != "exact":
+            raise
+        log.warning(
+            "served selfplay: the judge's model %r did not start (%s); judging by exact match alone "
+            "(judge.fallback: exact)",
+            jcfg.endpoint,
+            str(exc).splitlines()[0],
+        )
+        return make_judge(jcfg.model_copy(update={"kind": "none"}), policy)
+    return make_judge(jcfg, policy, models=models)
+
+
 async def served_selfplay_context(raw: Any) -> Any:
     from graphs.selfplay import SelfPlayContext
-    from sesa_graph.policy.factory import make_judge
 
     studio = coerce(raw)
     cfg, policy, _, memory = await parts(studio)
     sampled = studio.model_copy(update={"greedy": False})  # a group of greedy rollouts would be G copies
     key = ("judge", cfg.judge.model_dump_json(), studio.policy_config(cfg).model_dump_json())
-    judge = await _acached(key, lambda: make_judge(cfg.judge, policy))
+    judge = await _acached(key, lambda: _judge(cfg, policy))
     return SelfPlayContext(
         proposer=await served_propose_context(studio),
         solver=await served_solver_context(sampled),

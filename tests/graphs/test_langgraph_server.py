@@ -254,9 +254,16 @@ def test_solve_and_propose_run_on_a_langgraph_server(server, tmp_path):
             r = await client.runs.create(t["thread_id"], "solve", input={"question": "Q?"}, context=ctx)
             refused.append(await client.runs.join(t["thread_id"], r["run_id"]))
         broken = await client.runs.get(thread["thread_id"], bad["run_id"])
-        return schemas, solve, propose, broken, refused
+        # the self-play step graph too: a proposal, its solver group (of 2), the judge and the rewards
+        selfplay = await _run(
+            client, "selfplay", {"target": "Goethe", "hops": 1}, {**context, "group_size": 2}
+        )
+        return schemas, solve, propose, broken, refused, selfplay
 
-    schemas, (run, out, nodes), (prun, pout, pnodes), broken, refused = asyncio.run(main())
+    schemas, (run, out, nodes), (prun, pout, pnodes), broken, refused, selfplay = asyncio.run(main())
+    srun, sout, snodes = selfplay
+    assert srun["status"] == "success" and "score" in snodes, (srun, snodes)
+    assert isinstance(sout["proposer_reward"], float)
     typo, no_model, outside, remote = (json.dumps(r) for r in refused)
     assert "context key 'corpus'" in outside and "SESA_SERVE_ROOTS" in outside, outside
     assert "hostname" not in outside.replace("/etc/hostname", ""), outside  # nothing of the file was read
@@ -271,3 +278,30 @@ def test_solve_and_propose_run_on_a_langgraph_server(server, tmp_path):
     assert pnodes[-1] == "validate"
     # the context reaches the builder: a run config that does not exist fails the run
     assert broken["status"] == "error"
+
+
+def test_the_served_selfplay_judge_starts_the_fixed_model_or_falls_back_and_says_so(monkeypatch, caplog):
+    """Studio's selfplay on the default config failed in 1 s: "judge kind 'model' names model 'qwen', which
+    was not started here". The judge is now made as a run makes it."""
+    from sesa_graph.policy import factory
+
+    cfg = load_config(None)
+    assert cfg.judge.kind == "model" and cfg.judge.fallback == "exact"
+    started = []
+
+    def no_llama(models, names, **kw):
+        started.append(list(names))
+        raise RuntimeError("llama-cpp-python is not installed (scripts/llama_cpp_build.sh)")
+
+    monkeypatch.setattr(factory, "make_fixed_models", no_llama)
+    monkeypatch.setattr("sesa_graph.fixed_models.judge_with_fallback", lambda j, m: (j, None))
+    with caplog.at_level("WARNING", logger="sesa.served"):
+        judge = defaults._judge(cfg, policy=None)
+    assert started == [[cfg.judge.endpoint]]  # it tried to start the model, as `sesa train` would
+    assert judge.model is None  # exact match alone
+    assert "judging by exact match alone" in caplog.text and "llama-cpp-python" in caplog.text
+    from types import SimpleNamespace
+
+    chat = SimpleNamespace(ainvoke=None)  # a started model's client, as make_judge takes it
+    monkeypatch.setattr(factory, "make_fixed_models", lambda models, names, **kw: dict.fromkeys(names, chat))
+    assert defaults._judge(cfg, policy=None).model is chat
