@@ -5,7 +5,7 @@ can run inside the engine core (the 'uni' executor), which is what ``VLLMServer`
 starts the embedded policy's server in the layout asked for, sends two rounds of 16 concurrent 128-token
 completions, reloads its weights in place, and prints the proportional set size (PSS) of each process.
 
-    .venv/bin/python benchmarks/vllm_layout.py --layout one --kv-gib 0.5 [--cpu-bind 0-1] [--json OUT]
+    .venv/bin/python benchmarks/vllm_layout.py --layout one --kv-gib 0.5 [--dtype bfloat16] [--cpu-bind 0-1] [--json OUT]
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("--kv-gib", type=float, default=0.5, help="KV cache, GiB.")
     ap.add_argument("--cpu-bind", default="0-1", help="Cores for the server.")
     ap.add_argument("--model", default="embedded", help="A policy name (default: the embedded SmolLM2-135M).")
+    ap.add_argument(
+        "--dtype", default="float32", choices=("float32", "bfloat16"), help="The served weights' dtype."
+    )
     ap.add_argument("--json", type=Path, help="Also write the figures here.")
     args = ap.parse_args()
 
@@ -48,7 +51,12 @@ def main() -> None:
         one_worker_process = False  # type: ignore[assignment]
 
     cfg = PolicyConfig(
-        model=args.model, backend="vllm", device="cpu", cpu_bind=args.cpu_bind, kv_cache_gib=args.kv_gib
+        model=args.model,
+        backend="vllm",
+        device="cpu",
+        cpu_bind=args.cpu_bind,
+        kv_cache_gib=args.kv_gib,
+        dtype=args.dtype,
     )
     log = Path(f"/tmp/sesa-vllm-layout-{args.layout}.log")
     server = (VLLMServer if args.layout == "one" else ThreeProcess)(server_spec(cfg, "policy", log_path=log))
@@ -78,7 +86,7 @@ def main() -> None:
         server.stop()
     total = sum(mem.values()) / 2**20
     print(
-        f"layout {args.layout}, KV {args.kv_gib} GiB, cores {args.cpu_bind}: healthy in {up:.1f} s, reload "
+        f"layout {args.layout}, {args.dtype}, KV {args.kv_gib} GiB, cores {args.cpu_bind}: healthy in {up:.1f} s, reload "
         f"{reload_s:.2f} s"
     )
     for tokens, secs in rounds:
@@ -91,6 +99,7 @@ def main() -> None:
             json.dumps(
                 {
                     "layout": args.layout,
+                    "dtype": args.dtype,
                     "kv_gib": args.kv_gib,
                     "cpu_bind": args.cpu_bind,
                     "startup_s": up,

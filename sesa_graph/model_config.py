@@ -99,7 +99,10 @@ class PolicyConfig(
         "this policy's trainer.",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Weights dtype for 'local'."
+        "float32",
+        description="The dtype the policy is served in: 'local' loads its weights so, 'vllm' serves them so "
+        "(--dtype; its KV cache follows). The trainer keeps train.param_dtype master weights and publishes a "
+        "copy in this dtype when it is narrower. tiny-cpu.yaml and the GPU configs serve bfloat16.",
     )
     chat_template_kwargs: dict[str, Any] = chat_template_kwargs_field(
         "this policy's",
