@@ -43,9 +43,20 @@ class CoordinatorError(ServiceError, RuntimeError):
 def open_store(host: str, port: int, master: bool, timeout_s: float) -> Any:
     """A client of the store at ``host:port``, or with ``master`` the store itself, listening on ``host``
     only: torch's TCPStore server binds every interface whatever host it is given, so the master gets a
-    socket bound here (``master_listen_fd``; the store owns it from then on)."""
+    socket bound here (``master_listen_fd``; the store owns it from then on). With SESA_COORDINATOR_TOKEN set
+    its values are signed (training.signed_store); beyond loopback the token is required."""
     from torch.distributed import TCPStore
 
+    from sesa_graph.cluster_config import is_loopback
+    from training.signed_store import TOKEN_ENV, SignedStore, coordinator_token
+
+    token = coordinator_token()
+    if token is None and not is_loopback(host):
+        raise UserError(
+            f"the coordinator at {host}:{port} is not on loopback, and its store has no authentication of its "
+            f"own: set {TOKEN_ENV} to the same secret on the orchestrator's node and on every trainer node "
+            "(e.g. `export SESA_COORDINATOR_TOKEN=$(openssl rand -hex 32)` where the job script starts)"
+        )
     fd = None
     if master:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -58,7 +69,7 @@ def open_store(host: str, port: int, master: bool, timeout_s: float) -> Any:
             sock.close()
             raise
         port, fd = sock.getsockname()[1], sock.detach()
-    return TCPStore(
+    store = TCPStore(
         host,
         port,
         is_master=master,
@@ -66,6 +77,7 @@ def open_store(host: str, port: int, master: bool, timeout_s: float) -> Any:
         timeout=datetime.timedelta(seconds=timeout_s),
         master_listen_fd=fd,
     )
+    return SignedStore(store, token) if token is not None else store
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -134,6 +146,8 @@ class Coordinator:
         host, port = cluster.coordinator_host, cluster.coordinator_port or 0
         try:
             self.store = open_store(host, port, True, 60.0)
+        except UserError:
+            raise
         except Exception as exc:  # noqa: BLE001 - the bind's OSError, torch's DistNetworkError or RuntimeError
             raise CoordinatorError(
                 f"cannot host the coordinator on {host}:{port} ({str(exc).splitlines()[0]}): "
@@ -294,6 +308,8 @@ class TrainerLink:
         self.address, self.role = address, role
         try:
             self.store = open_store(self.host, self.port, False, connect_timeout_s)
+        except UserError:
+            raise
         except Exception as exc:  # noqa: BLE001 - DistNetworkError / RuntimeError / TimeoutError
             raise CoordinatorError(
                 f"the {role} trainer could not reach the coordinator at {address} within "

@@ -55,8 +55,15 @@ def run_node(
     say: Callable[[str], None] = print,
 ) -> int:
     host, port = split_address(coordinator)
+    if config is None and not is_loopback(host):
+        raise UserError(
+            f"--coordinator {coordinator} is not on this machine: give -c/--config, this node's copy of the run "
+            "config; the node starts jobs only for a run config that equals its own"
+        )
     try:
         store = open_store(host, port, False, 120.0)
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 - DistNetworkError / TimeoutError
         raise CoordinatorError(
             f"no coordinator answers at {coordinator} ({str(exc).splitlines()[0]}): start `sesa train` with "

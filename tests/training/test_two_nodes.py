@@ -206,11 +206,13 @@ def test_two_nodes_survive_a_lost_node_commit_and_match_one_node(tmp_path):
     assert not list((b / "trainers").glob("trajectories*"))  # nothing of the run's record on node B
 
 
-def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
+def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path, monkeypatch):
     """Both roles' jobs over two nodes (`sesa trainers` on each, one gloo rank a node) train 2 steps of real-token
     trajectories with varied rewards, fed through a coordinator as `sesa train` feeds them; the final weights,
     sent back through it, equal a one-rank job's on the same shards. SGD makes the update the gradient itself;
-    fp32 compute (bf16's rounding depends on each rank's shapes)."""
+    fp32 compute (bf16's rounding depends on each rank's shapes). Every value in the coordinator is signed
+    (SESA_COORDINATOR_TOKEN, as a run beyond loopback requires)."""
+    monkeypatch.setenv("SESA_COORDINATOR_TOKEN", "two-node-test-secret")
     model = tiny_policy(tmp_path / "policy")
     sgd = {"optim": "sgd", "learning_rate": 0.1, "compute_dtype": "float32", "steps": 2}
     two, port = _two_node_run(tmp_path, "two", model, **sgd)
@@ -243,6 +245,7 @@ def test_two_nodes_update_equals_one_rank_for_both_roles(tmp_path):
         got = tmp_path / "final" / role
         fetch_dir(coord.store, coord.done(role)["policy"]["prefix"], got)
         two_nodes, one_rank = weights(got), weights(ones[role] / "policies" / role)
+        assert bytes(coord.store._store.get(f"done/{role}")).startswith(b"sesa1:")  # signed on the wire
         diff = max((two_nodes[k] - one_rank[k]).abs().max().item() for k in one_rank)
         moved = max((one_rank[k] - start[k]).abs().max().item() for k in one_rank)
         print(
