@@ -39,6 +39,17 @@ class Node:
     main_address: str = "127.0.0.1"
 
 
+# the accelerate config every job launched by `accelerate launch` uses instead of the user's default one
+ACCELERATE_CONFIG = Path(__file__).with_name("accelerate_job.yaml")
+# A GPU job's environment unless the user's sets them: the caching allocator grows segments instead of
+# fragmenting on variable-length batches (PyTorch's own advice for them), and a failed or stuck NCCL collective
+# raises in the rank instead of hanging it (the run's watchdogs then name it). No effect on CPU jobs.
+GPU_JOB_DEFAULTS = {
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+
+
 def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str]:
     """The command that starts ``role``'s trainer job on ``node``, before the trainer's own arguments.
 
@@ -83,6 +94,8 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
     return [
         exe,
         *t.trainer_launcher[1:2],
+        "--config_file",
+        str(ACCELERATE_CONFIG),
         *(["--multi_gpu"] if ranks > 1 else []),
         "--num_processes",
         str(ranks),
@@ -143,7 +156,12 @@ class TrainerProcesses:
     def start(self) -> None:
         (self.run_dir / "logs").mkdir(exist_ok=True)
         me = os.getpid()
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
+        env = {
+            **GPU_JOB_DEFAULTS,
+            **os.environ,
+            "TOKENIZERS_PARALLELISM": "false",
+            "TRL_EXPERIMENTAL_SILENCE": "1",
+        }
         if self.local:
             env.update(SESA_ORCHESTRATOR_PID=str(me), SESA_ORCHESTRATOR_START=process_start_time(me) or "")
         gpus = self.cfg.train.trainer_gpus

@@ -79,7 +79,7 @@ def test_bf16_master_weights_are_refused_when_a_step_would_round_away():
 def test_launcher_commands_carry_ranks_and_each_roles_port():
     gpu = load_config(GPU)
     solver, proposer = launcher_command(gpu, "solver"), launcher_command(gpu, "proposer")
-    assert solver[:3] == [_beside("accelerate"), "launch", "--multi_gpu"]
+    assert solver[:2] == [_beside("accelerate"), "launch"] and "--multi_gpu" in solver
     assert (
         solver[solver.index("--num_processes") + 1] == "3"
         and proposer[proposer.index("--num_processes") + 1] == "2"
@@ -154,3 +154,42 @@ def _beside(name: str) -> str:
     from pathlib import Path
 
     return str(Path(sys.executable).parent / name)
+
+
+def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
+    """`accelerate launch` without --config_file applied ~/.cache/huggingface/accelerate/default_config.yaml,
+    whose gpu_ids replace CUDA_VISIBLE_DEVICES: the solver's ranks could land on the vLLM GPUs. The command now
+    names our config (it named none before), and a real launch of two CPU ranks beside a hostile default config
+    starts under it. (accelerate applies gpu_ids only where CUDA is available: that half needs a GPU.)"""
+    import os
+    import subprocess
+
+    import yaml
+
+    from training.trainer_jobs import ACCELERATE_CONFIG, GPU_JOB_DEFAULTS
+
+    home = tmp_path / "hf"
+    (home / "accelerate").mkdir(parents=True)
+    (home / "accelerate" / "default_config.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\ngpu_ids: '5,6'\n"
+        "num_processes: 2\nmixed_precision: fp16\n"
+    )
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os; print('rank', os.environ['RANK'], os.environ.get('CUDA_VISIBLE_DEVICES'), "
+        "os.environ.get('ACCELERATE_MIXED_PRECISION'))\n"
+    )
+    cfg = _cfg(
+        trainer_ranks={"solver": 2}, compute_dtype="float32", trainer_launcher=["accelerate", "launch"]
+    )
+    cmd = launcher_command(cfg, "solver")
+    assert cmd[cmd.index("--config_file") + 1] == str(ACCELERATE_CONFIG) and ACCELERATE_CONFIG.is_file()
+    assert "gpu_ids" not in yaml.safe_load(ACCELERATE_CONFIG.read_text())
+    env = dict(os.environ, HF_HOME=str(home), CUDA_VISIBLE_DEVICES="")
+    env.pop("CUDA_VISIBLE_DEVICES")
+    out = subprocess.run(
+        [*cmd, str(probe)], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
+    ranks = sorted(line for line in out.stdout.splitlines() if line.startswith("rank"))
+    assert ranks == ["rank 0 None no", "rank 1 None no"], out.stdout + out.stderr[-2000:]
+    assert GPU_JOB_DEFAULTS["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
