@@ -128,8 +128,14 @@ def grpo_config_kwargs(
         use_cpu=on_cpu,
         bf16=bf16,  # autocast (or FSDP2's mixed-precision policy) over fp32 master weights
         optim=tc.optim,
-        # the reference model only scores: bf16 halves its memory (TRL builds it from these kwargs)
-        **({"model_init_kwargs": {"dtype": "bfloat16"}} if bf16 and tc.beta > 0 else {}),
+        # TRL builds the reference model from these: it only scores, so bf16 halves its memory; device_map None
+        # because TRL sets it only under DDP/DeepSpeed, and under FSDP its "auto" spread the reference over every
+        # visible GPU with accelerate's hooks left on (trl/trainer/utils.py create_model_from_path)
+        **(
+            {"model_init_kwargs": {"device_map": None, **({"dtype": "bfloat16"} if bf16 else {})}}
+            if tc.beta > 0
+            else {}
+        ),
         **({"ddp_backend": "gloo"} if on_cpu and world > 1 else {}),
         # ranks other than 0 wait in a collective while the orchestrator runs a step's rollouts
         ddp_timeout=int(tc.wait_timeout_s) + 300,
