@@ -151,3 +151,18 @@ def test_worker_shards_without_padding_rows_add_up_to_the_file(tp_size):
         reports.append(_shard_sum(layer))
     assert [r["shard"] for r in reports] == list(range(tp_size))
     assert combine_shards(reports, "x") == pytest.approx(float(full.sum()), rel=1e-12)
+
+
+def test_the_fingerprint_sums_in_blocks_and_equals_the_whole_sum(monkeypatch):
+    """A shard is summed in blocks of rows (no fp64 copy of the whole embedding): the same sum, to fp64's
+    rounding, as the whole matrix at once, also when the rows do not fill the last block."""
+    import torch
+
+    from sesa_graph.policy import vllm_worker
+
+    monkeypatch.setattr(vllm_worker, "FINGERPRINT_BLOCK_ROWS", 7)
+    weight = torch.randn(50, 16, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    layer = torch.nn.Embedding(50, 16)
+    layer.weight.data = weight
+    got = vllm_worker._shard_sum(layer)["sum"]
+    assert abs(got - float(weight.double().sum())) <= 1e-9 * max(1.0, abs(got))
