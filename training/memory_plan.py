@@ -103,6 +103,10 @@ class MemoryPlan:
         return all(d.fits for d in self.devices) and not self.problems
 
 
+# training.trainer passes accelerate's sync_each_batch to FSDP2 jobs (reduce-scatter every pass)
+FSDP_SYNC_EACH_PASS = True
+
+
 def optimizer_bytes(optim: str, param_bytes: int) -> int:
     """State bytes per parameter: Adam-family 2 states of the master dtype (1 byte each in 8-bit ones), Lion
     1, plain SGD (no momentum: transformers' default) and Adafactor (factored) ~0; others assumed Adam-like."""
@@ -114,8 +118,11 @@ def optimizer_bytes(optim: str, param_bytes: int) -> int:
     return param_bytes if "lion" in o else 2 * param_bytes
 
 
-def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tuple[dict[str, float], str]:
-    """One trainer rank, in GiB by part, and how they were counted."""
+def trainer_rank(
+    shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool, batch: int = 1
+) -> tuple[dict[str, float], str]:
+    """One trainer rank, in GiB by part, and how they were counted; ``batch``: the rollouts of one of its
+    optimizer steps (more than train.micro_batch_size: the rank accumulates over passes)."""
     p, pb = shape.params, DTYPE_BYTES[t.param_dtype]
     cb = 2 if t.compute_dtype == "bfloat16" or (t.compute_dtype == "auto" and on_gpu) else 4
     shards = ranks if t.sharding == "fsdp2" and on_gpu else 1  # accelerate runs FSDP on GPUs only
@@ -128,8 +135,13 @@ def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tupl
         copy, how = (p * cb if cb < pb else 0), "autocast copy"
     ddp = p * pb if ranks > 1 and shards == 1 else 0  # DDP's gradient buckets: a second copy of the grads
     # the trainer builds the reference in bf16 when it computes in bf16 (model_init_kwargs), else in the
-    # policy's dtype, as TRL does by default
-    ref = p * (min(pb, cb)) / shards if t.beta > 0 else 0
+    # policy's dtype, as TRL does by default; whole on every rank: TRL wraps it in FSDP root-only
+    # (trl/models/utils.py prepare_fsdp), which gathers it all for each forward
+    ref = p * (min(pb, cb)) if t.beta > 0 else 0
+    # FSDP2 accumulating over passes under no_sync would keep the unsharded gradients in the reduce dtype between
+    # passes (torch/distributed/fsdp/_fully_shard/_fsdp_param.py); the trainer reduce-scatters every pass instead
+    # (training.trainer: sync_each_batch), so only a pass's own unsharded gradient is transient, in `work` below
+    unsharded = p * cb if shards > 1 and batch > t.micro_batch_size and not FSDP_SYNC_EACH_PASS else 0
     b, c = t.micro_batch_size, t.max_completion_length
     s = PROMPT_TOKENS + c
     if t.gradient_checkpointing:  # each layer's input kept; one layer recomputed, x2 for its gradients
@@ -149,7 +161,7 @@ def trainer_rank(shape: Shape, t: TrainConfig, ranks: int, on_gpu: bool) -> tupl
     step = max(0, (p * pb / shards if states else 0) - copy - kept - work - head)
     parts = {
         "weights": (p * pb / shards + copy) / GIB,
-        "grads": (p * pb / shards + ddp) / GIB,
+        "grads": (p * pb / shards + ddp + unsharded) / GIB,
         "optimizer": (states + step) / GIB,
         **({"reference": ref / GIB} if ref else {}),
         "activations": (kept + work + head) / GIB,
@@ -353,8 +365,17 @@ def _place_trainers(cfg: RunConfig, layout: _Layout, policies: dict, external: b
         spec, key = cfg.train.trainer_gpus.get(role), f"train.trainer_gpus.{role}"
         what = f"{role} trainer" + (" on each trainer node" if external else "")
         where = layout.place(spec, p.device, what, key, per_node)
+        rollouts = (
+            cfg.train.questions_per_step * cfg.solver.group_size
+            if role == "solver"
+            else cfg.train.targets_per_step
+        )
         parts, detail = trainer_rank(  # FSDP2 shards over all the job's ranks, whichever node they are on
-            model_shape(model, embedded=where[0] == "host"), cfg.train, ranks, where[0] != "host"
+            model_shape(model, embedded=where[0] == "host"),
+            cfg.train,
+            ranks,
+            where[0] != "host",
+            batch=rollouts // ranks // cfg.train.updates_per_step,
         )
         for n in range(nodes):
             for i in range(per_node):

@@ -139,6 +139,14 @@ def grpo_config_kwargs(
         **({"ddp_backend": "gloo"} if on_cpu and world > 1 else {}),
         # ranks other than 0 wait in a collective while the orchestrator runs a step's rollouts
         ddp_timeout=int(tc.wait_timeout_s) + 300,
+        # FSDP2: reduce-scatter every pass. Accumulating under no_sync kept the unsharded gradients, in bf16, for
+        # the whole step (torch/distributed/fsdp/_fully_shard/_fsdp_param.py): +2 bytes a parameter on every rank
+        # and bf16 sums over up to 55 passes; each pass's bf16 reduction now adds into the fp32 sharded gradient
+        **(
+            {"accelerator_config": {"gradient_accumulation_kwargs": {"sync_each_batch": True}}}
+            if fsdp
+            else {}
+        ),
         **(
             {
                 "fsdp": True,

@@ -97,9 +97,22 @@ def test_fsdp2_divides_the_trainer_states_by_the_ranks():
     shape = SHAPES["Qwen/Qwen3-4B"]
     sharded, _ = trainer_rank(shape, t, 3, on_gpu=True)
     whole, _ = trainer_rank(shape, t.model_copy(update={"sharding": "none"}), 3, on_gpu=True)
-    for part in ("optimizer", "reference"):
-        assert whole[part] == pytest.approx(3 * sharded[part])
+    assert whole["optimizer"] == pytest.approx(3 * sharded["optimizer"])
+    # TRL wraps the reference root-only: every rank gathers all of it (it was counted a third)
+    assert whole["reference"] == pytest.approx(sharded["reference"]) == pytest.approx(shape.params * 2 / GIB)
     assert sharded["grads"] == pytest.approx(shape.params * 4 / 3 / GIB)
+    # accumulating over passes under no_sync, FSDP2 would keep the unsharded bf16 gradients between them; the
+    # trainer reduce-scatters every pass (sync_each_batch), so the plan counts none
+    from training import memory_plan
+
+    accumulating, _ = trainer_rank(shape, t, 3, on_gpu=True, batch=t.micro_batch_size + 1)
+    assert accumulating["grads"] == sharded["grads"]
+    memory_plan.FSDP_SYNC_EACH_PASS = False
+    try:
+        no_sync, _ = trainer_rank(shape, t, 3, on_gpu=True, batch=t.micro_batch_size + 1)
+    finally:
+        memory_plan.FSDP_SYNC_EACH_PASS = True
+    assert no_sync["grads"] - sharded["grads"] == pytest.approx(shape.params * 2 / GIB)
     assert whole["grads"] == pytest.approx(2 * shape.params * 4 / GIB)  # DDP's buckets: a second copy
     assert sharded["weights"] < whole["weights"] / 2
 

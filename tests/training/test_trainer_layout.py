@@ -133,8 +133,16 @@ def test_fsdp2_is_passed_to_gpu_jobs_only():
     kw = grpo_config_kwargs(gpu, "solver", Path("/tmp/x"), world=3, compute="bfloat16")
     assert kw["fsdp"] is True and kw["fsdp_config"]["version"] == 2
     assert kw["gradient_checkpointing"] is False and kw["fsdp_config"]["activation_checkpointing"] is True
+    # reduce-scatter every pass, not unsharded bf16 gradients kept over the step's passes (issue 45, finding 4);
+    # transformers hands it to accelerate's GradientAccumulationPlugin (shown on GPUs only: FSDP needs them)
+    assert kw["accelerator_config"] == {"gradient_accumulation_kwargs": {"sync_each_batch": True}}
+    from transformers import TrainingArguments
+
+    args = TrainingArguments("/tmp/x", accelerator_config=kw["accelerator_config"], use_cpu=True)
+    assert args.accelerator_config.gradient_accumulation_kwargs == {"sync_each_batch": True}
     cpu = load_config(GPU, {"solver_policy.device": "cpu", "proposer_policy.device": "cpu"})
-    assert "fsdp" not in grpo_config_kwargs(cpu, "solver", Path("/tmp/x"), world=3)
+    cpu_kw = grpo_config_kwargs(cpu, "solver", Path("/tmp/x"), world=3)
+    assert "fsdp" not in cpu_kw and "accelerator_config" not in cpu_kw
 
 
 def test_a_dead_rank_is_named_from_the_launchers_report(tmp_path):
