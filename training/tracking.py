@@ -65,6 +65,11 @@ def plot_step(step: int, updates_per_step: int) -> int:
     return (step + 1) * updates_per_step
 
 
+# the trackio / wandb project of every sesa run: its self-play curves (`NAME-selfplay`) and both trainers'
+# (`NAME-solver`, `NAME-proposer`, training.trainer) side by side
+TRACKER_PROJECT = "sesa-graph"
+
+
 class StepTracker:
     """Mirrors each committed step's metrics record to the configured tracker (a no-op for ``none``)."""
 
@@ -82,7 +87,7 @@ class StepTracker:
 
             self._module = importlib.import_module(report_to)
             # one tracker run per sesa run (and per resume of it, under the same name)
-            self._module.init(project="sesa-graph", name=f"{run_name}-selfplay")
+            self._module.init(project=TRACKER_PROJECT, name=f"{run_name}-selfplay")
 
     def log_step(self, record: dict[str, Any]) -> None:
         if "step" not in record:

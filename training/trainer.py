@@ -41,7 +41,7 @@ from training.grpo_update import grpo_trainer_class
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
 from training.step_feed import StepFeed, send_weights
 from training.sync import PeerDiedError, SyncDir
-from training.tracking import tensorboard_dir
+from training.tracking import TRACKER_PROJECT, tensorboard_dir
 from training.trainer_setup import Setup, cleanup_sent, come_up, shared_checkpoint
 
 log = logging.getLogger("sesa.trainer")
@@ -165,6 +165,10 @@ def grpo_config_kwargs(
         save_total_limit=1,  # the newest complete one; the one before is removed only once it is written
         logging_steps=1,
         report_to=[] if tc.report_to == "none" else [tc.report_to],
+        # one run in one project: the trainers' curves beside the self-play curves (training.tracking), not in
+        # trackio's default project "huggingface" under a generated name
+        run_name=f"{cfg.name}-{role}",
+        project=TRACKER_PROJECT,
         seed=cfg.seed,
         use_vllm=tc.use_vllm,
         **(vllm_server_args(pcfg, role) if tc.use_vllm else {}),

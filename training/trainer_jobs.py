@@ -24,6 +24,7 @@ from sesa_graph.config import RunConfig
 from sesa_graph.owner_lock import is_process, process_cmdline, process_start_time
 from sesa_graph.precision import resolve_compute_dtype
 from sesa_graph.process import die_with_parent
+from training.tracking import TRACKER_PROJECT
 
 ROLES = ("proposer", "solver")
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +42,14 @@ class Node:
 
 # the accelerate config every job launched by `accelerate launch` uses instead of the user's default one
 ACCELERATE_CONFIG = Path(__file__).with_name("accelerate_job.yaml")
-# A GPU job's environment unless the user's sets them: the caching allocator grows segments instead of
+# A job's environment unless the user's sets them. On GPUs the caching allocator grows segments instead of
 # fragmenting on variable-length batches (PyTorch's own advice for them), and a failed or stuck NCCL collective
-# raises in the rank instead of hanging it (the run's watchdogs then name it). No effect on CPU jobs.
-GPU_JOB_DEFAULTS = {
+# raises in the rank instead of hanging it (the run's watchdogs then name it); neither acts on CPU jobs.
+JOB_ENV_DEFAULTS = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    # transformers' wandb callback takes its project from here (trackio's from GRPOConfig.project)
+    "WANDB_PROJECT": TRACKER_PROJECT,
 }
 
 
@@ -157,7 +160,7 @@ class TrainerProcesses:
         (self.run_dir / "logs").mkdir(exist_ok=True)
         me = os.getpid()
         env = {
-            **GPU_JOB_DEFAULTS,
+            **JOB_ENV_DEFAULTS,
             **os.environ,
             "TOKENIZERS_PARALLELISM": "false",
             "TRL_EXPERIMENTAL_SILENCE": "1",

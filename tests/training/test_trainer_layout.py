@@ -123,6 +123,8 @@ def test_precision_and_checkpoint_cadence_reach_the_trainer():
     assert fp32["model_init_kwargs"] == {"device_map": None}
     assert "model_init_kwargs" not in grpo_config_kwargs(_cfg(beta=0.0), "solver", Path("/tmp/x"))
     assert bf16["save_steps"] == 3 and bf16["save_total_limit"] == 1
+    # one run, one tracker project: the trainers beside the self-play curves (NAME-selfplay)
+    assert (bf16["run_name"], bf16["project"]) == (f"{cfg.name}-solver", "sesa-graph")
     assert _cfg().train.save_every == 5
     assert resolve_compute_dtype("float32", "cpu") == "float32"
     assert resolve_compute_dtype("auto", "cpu") in ("bfloat16", "float32")
@@ -176,7 +178,7 @@ def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
 
     import yaml
 
-    from training.trainer_jobs import ACCELERATE_CONFIG, GPU_JOB_DEFAULTS
+    from training.trainer_jobs import ACCELERATE_CONFIG, JOB_ENV_DEFAULTS
 
     home = tmp_path / "hf"
     (home / "accelerate").mkdir(parents=True)
@@ -202,4 +204,4 @@ def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
     )
     ranks = sorted(line for line in out.stdout.splitlines() if line.startswith("rank"))
     assert ranks == ["rank 0 None no", "rank 1 None no"], out.stdout + out.stderr[-2000:]
-    assert GPU_JOB_DEFAULTS["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert JOB_ENV_DEFAULTS["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
