@@ -66,31 +66,29 @@ def check_real(field: str, value: str) -> None:
         raise _outside(field, value)
 
 
-def check_model(value: str) -> None:
-    """A context's ``model``: a known name, a directory under the roots, or a hub id the server allows."""
+def _named_model(value: str) -> bool:
+    """An embedded or fetched model's name, or a hub id the server's operator listed: no path to check."""
     from tools.split_models import SPLIT_MODELS
 
-    if (
+    return (
         value in ("embedded", "embedded-warm")
         or value in SPLIT_MODELS
         or value in _listed("SESA_SERVE_MODELS")
-    ):
-        return
-    # a path, or a bare 'org/name' that is a hub id unless such a directory is under the roots (checked on
-    # the build thread, check_model_real)
-    check_path("model", value)
+    )
+
+
+def check_model(value: str) -> None:
+    """A context's ``model``: a known name, a directory under the roots, or a hub id the server allows."""
+    if not _named_model(value):
+        # a path, or a bare 'org/name' that is a hub id unless such a directory is under the roots (checked on
+        # the build thread, check_model_real)
+        check_path("model", value)
 
 
 def check_model_real(value: str) -> None:
     """On the build thread: a ``model`` that is neither a known name nor a listed hub id must be an existing
     directory under the roots, or loading it would download it from the hub."""
-    from tools.split_models import SPLIT_MODELS
-
-    if (
-        value in ("embedded", "embedded-warm")
-        or value in SPLIT_MODELS
-        or value in _listed("SESA_SERVE_MODELS")
-    ):
+    if _named_model(value):
         return
     check_real("model", value)
     if not Path(os.path.expanduser(value)).is_dir():

@@ -25,6 +25,7 @@ from sesa_graph.owner_lock import OwnerLock
 from tools.errors import ServiceError, UserError
 from training.config_record import record_config
 from training.coordinator import Coordinator
+from training.metrics_log import read_metrics
 from training.run_owner import lock_run, new_run_dir
 from training.sync import SyncDir
 from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
@@ -194,7 +195,6 @@ def _run(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
 
 def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Path:
     """The owned run from ``start``: trainers, orchestrator, progress, clean-up and the summary."""
-    from training.metrics_log import read_metrics
     from training.orchestrator import Orchestrator
 
     if _nothing_to_run(cfg, run_dir, start, resumed):
@@ -404,6 +404,7 @@ def write_summary(
     phases: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     rates = [p for m in rows for p in (m.get("solver_success_rates") or [])]
+    final = read_metrics(run_dir).final_consolidation if rows else None
     summary = {
         "run": str(run_dir),
         "steps": len(rows),
@@ -423,13 +424,26 @@ def write_summary(
         # the solver groups the trainer learned from that had reward variance (nonzero GRPO advantage)
         "batch_frontier_groups": sum(m.get("batch_frontier_groups", 0) for m in rows),
         "batch_groups": len(rows) * cfg.train.questions_per_step,
-        "consolidations": [m["consolidation"] for m in rows if m.get("consolidation")],
-        "final_bank_size": rows[-1].get("bank_size") if rows else None,
+        # a consolidation still running after the last step is committed at the end (Orchestrator.finish):
+        # it is the run's too, and the bank's final size is after it
+        "consolidations": [m["consolidation"] for m in rows if m.get("consolidation")]
+        + ([{**final, "after_last_step": True}] if final else []),
+        "final_bank_size": _bank_size(run_dir) if final else (rows[-1].get("bank_size") if rows else None),
         "policies": {r: str(run_dir / "policies" / r) for r in ROLES},
         "memory_mode": cfg.memory.mode,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _bank_size(run_dir: Path) -> int | None:
+    """Skills in the run's bank as its files say (None without a readable bank)."""
+    from sesa_graph.memory.snapshot import live_skills
+
+    try:
+        return len(live_skills(run_dir / "bank"))
+    except (OSError, ValueError):
+        return None
 
 
 def _avg(xs: list[float]) -> float | None:
