@@ -41,10 +41,11 @@ def roots() -> list[Path]:
 
 
 def _outside(field: str, value: str) -> ValueError:
+    hub = " (a hub id: list it in SESA_SERVE_MODELS, comma-separated)" if field == "model" else ""
     return ValueError(
         f"context key {field!r}: {value!r} is not under a directory this server may read (the project, "
         "$SESA_HOME, SESA_SERVE_ROOTS). To allow it, add its directory to SESA_SERVE_ROOTS "
-        f"(separated by {os.pathsep!r}) in the environment the server starts in"
+        f"(separated by {os.pathsep!r}){hub} in the environment the server starts in"
     )
 
 
