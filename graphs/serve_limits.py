@@ -34,10 +34,10 @@ def _listed(var: str) -> list[str]:
 
 def roots() -> list[Path]:
     """The directories a served context may read from."""
-    from tools.assets import sesa_home
+    from tools.assets import sesa_home_path
 
     extra = [Path(p) for p in os.environ.get("SESA_SERVE_ROOTS", "").split(os.pathsep) if p.strip()]
-    return [Path(os.path.abspath(p)) for p in (PROJECT, sesa_home(), *extra)]
+    return [Path(os.path.abspath(p)) for p in (PROJECT, sesa_home_path(), *extra)]
 
 
 def _outside(field: str, value: str) -> ValueError:

