@@ -442,21 +442,14 @@ class SkillBank(BankJournal):
             self._emb[s.id] = np.asarray(e, dtype=np.float32)
 
     def apply_outcomes(self, outcomes: Iterable[Outcome | tuple], step: int | None = None) -> dict[str, int]:
-        """Credit a step's judged rollouts to their retrieved skills, in one Chroma update.
-
-        An outcome is ``(retrieved skill ids, correct, status)``; see :mod:`sesa_graph.memory.utility`
-        for the rule. Returns counts: helpful / hurt / neutral / ignored rollouts, skills updated, and
-        unknown ids (not in the bank, e.g. placebo skills).
-
-        ``step``: the self-play step they belong to, recorded with the counters in the same journaled
-        update; a step already credited is not credited again (``already_credited``: a run killed after the
-        credit and before the step's commit runs the step again on resume, and credited it twice).
-        """
+        """Credit a step's judged rollouts (``(retrieved skill ids, correct, status)``, the rule in
+        :mod:`sesa_graph.memory.utility`) to their skills in one Chroma update; counts of helpful / hurt /
+        neutral / ignored rollouts, skills updated and unknown ids (e.g. placebo skills). ``step`` is journaled
+        with the counters, and a step already credited is not credited again (a step run again on resume was)."""
         self._check_writable()
         if step is not None and self._state.get("credited_step", -1) >= step:
-            n = len(list(outcomes))
             log.info("skill bank: step %d's credits are already in the bank; not applied again", step)
-            return {"already_credited": n, "skills_updated": 0, "unknown_skill_ids": 0}
+            return {"already_credited": len(list(outcomes)), "skills_updated": 0, "unknown_skill_ids": 0}
         deltas, kinds = tally(outcomes)
         new: dict[str, Skill] = {}
         unknown = 0

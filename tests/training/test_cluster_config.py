@@ -184,7 +184,7 @@ def test_torchrun_on_the_second_of_two_nodes():
 def test_accelerate_on_the_second_of_two_nodes():
     cfg = load_config(None, {**TWO_NODES, "train.trainer_launcher": ["accelerate", "launch"]})
     cmd = launcher_command(cfg, "proposer", Node(1, 2, "10.0.0.1"))
-    assert cmd[:3] == [_beside("accelerate"), "launch", "--multi_gpu"]
+    assert cmd[:2] == [_beside("accelerate"), "launch"] and "--multi_gpu" in cmd
 
     def flag(name: str) -> str:
         return cmd[cmd.index(name) + 1]
