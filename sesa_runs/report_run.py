@@ -101,6 +101,7 @@ def run_tiles(run: Run, solver: pd.DataFrame, guided_failed: pd.DataFrame) -> li
         ("solver reward (mean)", mean("solver_reward_mean")),
         ("frontier groups (0<p<1)", frontier),
         ("solver rollouts correct", f"{int(solver['correct'].map(truthy).sum())} / {len(solver)}"),
+        ("correct by exact match / by the model judge", judge_share(solver)),
         (
             "skill bank size",
             f"{fmt_num(bank.iloc[0], '{:.0f}')} → {fmt_num(bank.iloc[-1], '{:.0f}')}" if len(bank) else "–",
@@ -110,6 +111,15 @@ def run_tiles(run: Run, solver: pd.DataFrame, guided_failed: pd.DataFrame) -> li
     if summary.get("wall_s"):
         out.append(("wall time", f"{summary['wall_s'] / 60:.1f} min"))
     return out
+
+
+def judge_share(solver: pd.DataFrame) -> str:
+    """How many correct solver rewards exact match gave and how many the model judge gave ('llm'): a reader
+    sees at once when a model judge carries the reward."""
+    if not len(solver):
+        return "–"
+    methods = solver.loc[solver["correct"].map(truthy), "judge_method"].value_counts()
+    return f"{int(methods.get('exact', 0))} / {int(methods.get('llm', 0))}"
 
 
 def skills_section(run: Run) -> list[str]:

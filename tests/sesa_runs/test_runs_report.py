@@ -98,3 +98,21 @@ def test_count_axes_have_whole_ticks_and_no_negative_counts(dirs):
     outcomes = plots.fig_outcomes(run)
     outcomes.canvas.draw()
     assert all(float(v) == int(v) for v in outcomes.axes[0].get_yticks())
+
+
+def test_the_report_says_which_correct_rewards_a_model_judge_gave(dirs):
+    """A tile beside "solver rollouts correct": exact match's and the model judge's shares of them, counted
+    from the rollouts' own verdicts."""
+    import pandas as pd
+
+    from sesa_runs.report_run import judge_share
+
+    solver = pd.DataFrame(
+        {"correct": [True, True, True, False, None], "judge_method": ["exact", "llm", "exact", "llm", "none"]}
+    )
+    assert judge_share(solver) == "2 / 1"
+    assert judge_share(solver.iloc[:0]) == "–"
+    rollouts = load.open_run(dirs["run"]).rollouts("solver")
+    correct = [c is not None and not pd.isna(c) and bool(c) for c in rollouts["correct"]]
+    exact = sum(1 for c, m in zip(correct, rollouts["judge_method"], strict=True) if c and m == "exact")
+    assert exact > 0 and judge_share(rollouts) == f"{exact} / 0"  # the tiny run's verdicts are exact match
