@@ -187,9 +187,10 @@ def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
         "num_processes: 2\nmixed_precision: fp16\n"
     )
     probe = tmp_path / "probe.py"
+    # each rank writes a file of its own: two ranks printing to one pipe interleaved their lines
     probe.write_text(
-        "import os; print('rank', os.environ['RANK'], os.environ.get('CUDA_VISIBLE_DEVICES'), "
-        "os.environ.get('ACCELERATE_MIXED_PRECISION'))\n"
+        "import os, pathlib; pathlib.Path(__file__).with_name('rank-' + os.environ['RANK']).write_text("
+        "' '.join(str(os.environ.get(k)) for k in ('CUDA_VISIBLE_DEVICES', 'ACCELERATE_MIXED_PRECISION')))\n"
     )
     cfg = _cfg(
         trainer_ranks={"solver": 2}, compute_dtype="float32", trainer_launcher=["accelerate", "launch"]
@@ -202,6 +203,6 @@ def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
     out = subprocess.run(
         [*cmd, str(probe)], check=False, env=env, capture_output=True, text=True, timeout=300
     )
-    ranks = sorted(line for line in out.stdout.splitlines() if line.startswith("rank"))
-    assert ranks == ["rank 0 None no", "rank 1 None no"], out.stdout + out.stderr[-2000:]
+    ranks = {p.name: p.read_text() for p in sorted(tmp_path.glob("rank-*"))}
+    assert ranks == {"rank-0": "None no", "rank-1": "None no"}, out.stdout + out.stderr[-2000:]
     assert JOB_ENV_DEFAULTS["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
