@@ -192,8 +192,13 @@ def test_a_users_accelerate_config_does_not_reach_our_jobs(tmp_path):
         "import os, pathlib; pathlib.Path(__file__).with_name('rank-' + os.environ['RANK']).write_text("
         "' '.join(str(os.environ.get(k)) for k in ('CUDA_VISIBLE_DEVICES', 'ACCELERATE_MIXED_PRECISION')))\n"
     )
+    from tools.ports import free_port
+
     cfg = _cfg(
-        trainer_ranks={"solver": 2}, compute_dtype="float32", trainer_launcher=["accelerate", "launch"]
+        trainer_ranks={"solver": 2},
+        compute_dtype="float32",
+        trainer_launcher=["accelerate", "launch"],
+        rendezvous_ports={"solver": free_port(), "proposer": free_port()},  # not the fixed 29510 of a run
     )
     cmd = launcher_command(cfg, "solver")
     assert cmd[cmd.index("--config_file") + 1] == str(ACCELERATE_CONFIG) and ACCELERATE_CONFIG.is_file()
