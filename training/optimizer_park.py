@@ -33,7 +33,7 @@ class ParkedOptimizer:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.parked = False
-        self._hooked: set[int] = set()
+        self._hooked: Any = None  # the optimizer whose step restores the state
 
     def park(self, optimizer: Any) -> int:
         """Write the state to the file and free it; the bytes parked (0 before the first update: AdamW makes
@@ -41,9 +41,9 @@ class ParkedOptimizer:
         import torch
 
         opt = _torch_optimizer(optimizer)
-        if id(opt) not in self._hooked:  # the moments come back when the next step needs them
+        if self._hooked is not opt:  # the moments come back when the next step needs them
             opt.register_step_pre_hook(lambda o, args, kwargs: self.restore(o))
-            self._hooked.add(id(opt))
+            self._hooked = opt
         params = _params(opt)
         state = {i: opt.state[p] for i, p in enumerate(params) if opt.state.get(p)}
         if not state:

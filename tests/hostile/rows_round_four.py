@@ -9,6 +9,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from tests.hostile.harness import Outcome, custom
 
@@ -17,20 +18,14 @@ AREA = "round four"
 
 @contextmanager
 def _env(**values: str | None) -> Any:
-    old = {k: os.environ.get(k) for k in values}
-    try:
+    """The environment with ``values`` set (None: unset), restored whole afterwards."""
+    with mock.patch.dict(os.environ):
         for k, v in values.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _refused(fn: Any, *names: str, leak: str | None = None) -> Outcome:
