@@ -9,7 +9,8 @@ every ``--interval`` seconds. Memory is the proportional set size (PSS, /proc/PI
 (torch's libraries, a model file mapped by several processes) count once over the tree, where summed RSS
 counted them once per process. Prints the peak of the summed PSS with the processes at that moment, each
 process's own peak, the wall time, and the phase split `sesa train` writes to summary.json (start-up,
-rollouts, GRPO updates, weight sync).
+rollouts, GRPO updates, weight sync). Also each process's CPU seconds (user + system, as of its last sample)
+and, in the JSON, their running totals at every sample: where the two cores went.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def pss_kib(pid: int | str = "self") -> int:
     """A process's proportional set size in KiB (0 if /proc shows none)."""
     rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
     return next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+
+
+def cpu_s(pid: int | str = "self") -> float:
+    """A process's CPU time so far (user + system), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def tree_memory(root: int, measure=pss_kib) -> dict[str, int]:
@@ -88,8 +95,12 @@ def main() -> None:
     peak, peak_at, peak_procs = 0, 0.0, {}
     own_peak: dict[str, int] = {}
     timeline: list[tuple[float, int]] = []  # (seconds, MiB of all processes): where in the run memory peaks
+    cpu: dict[str, float] = {}
+    cpu_timeline: list[tuple[float, dict[str, float]]] = []
     while p.poll() is None:
         procs = tree_memory(p.pid)
+        cpu.update(tree_memory(p.pid, cpu_s))
+        cpu_timeline.append((round(time.time() - t0, 1), {k: round(v, 1) for k, v in cpu.items() if v >= 1}))
         timeline.append((round(time.time() - t0, 1), sum(procs.values()) // 1024))
         for name, kib in procs.items():
             own_peak[name] = max(own_peak.get(name, 0), kib)
@@ -105,6 +116,9 @@ def main() -> None:
     print("each process's own peak PSS:")
     for name, kib in sorted(own_peak.items(), key=lambda kv: -kv[1])[:16]:
         print(f"  {kib / 1024:>8.0f} MiB  {name}")
+    print(f"CPU seconds (user + system), {sum(cpu.values()):.0f} in all:")
+    for name, sec in sorted(cpu.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"  {sec:>8.0f} s    {name}")
     if args.json:
         out = {
             "exit": p.returncode,
@@ -114,6 +128,8 @@ def main() -> None:
             "at_peak_mib": {k: round(v / 1024) for k, v in peak_procs.items()},
             "own_peak_mib": {k: round(v / 1024) for k, v in own_peak.items()},
             "timeline_mib": timeline,
+            "cpu_s": {k: round(v, 1) for k, v in cpu.items()},
+            "cpu_timeline_s": cpu_timeline,
         }
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     runs = sorted((ROOT / "runs").glob("*/summary.json"), key=lambda f: f.stat().st_mtime)
