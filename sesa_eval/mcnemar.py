@@ -8,7 +8,7 @@ each such pair goes either way with probability 1/2, so ``b`` is Binomial(b + c,
 - mid-p = exact p - P(X = min(b, c)) (half the tail's own point on each side; closer to nominal size,
   not guaranteed to stay under it).
 
-The binomial is computed exactly in log space (``math.lgamma``), no scipy.
+The binomial and the two-sided test are ``scipy.stats``' (``binom``, ``binomtest``).
 
 ``mde_exact`` is the smallest true difference (in points) the exact test rejects at two-sided alpha 0.05
 with 80% power over ``n`` pairs whose discordant rate is at least ``psi``: discordant pairs
@@ -21,46 +21,20 @@ it could).
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
+from scipy import stats
 
 ALPHA = 0.05
 POWER = 0.80
 
 
-_LGAMMA = np.zeros(1)
-
-
-def _log_factorials(n: int) -> np.ndarray:
-    """log k! for k = 0..n (a table grown as needed)."""
-    global _LGAMMA
-    if len(_LGAMMA) <= n:
-        _LGAMMA = np.array([math.lgamma(k + 1) for k in range(max(n + 1, 2 * len(_LGAMMA)))])
-    return _LGAMMA
-
-
-def _log_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
-    """log Binomial(n, p) pmf at ``k`` (p in [0, 1])."""
-    k = np.asarray(k, dtype=int)
-    lf = _log_factorials(n)
-    out = lf[n] - lf[k] - lf[n - k]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = out + np.where(k > 0, k * np.log(p), 0.0) + np.where(n - k > 0, (n - k) * np.log1p(-p), 0.0)
-    return out
-
-
-def _pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
-    return np.exp(_log_pmf(k, n, p))
-
-
 def exact_p(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value for ``b`` vs ``c`` discordant pairs (1.0 when there are none)."""
-    n, m = b + c, min(b, c)
-    if n == 0:
+    if b + c == 0:
         return 1.0
-    return float(min(1.0, 2.0 * _pmf(np.arange(m + 1), n, 0.5).sum()))
+    return float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def mid_p(b: int, c: int) -> float:
@@ -68,18 +42,18 @@ def mid_p(b: int, c: int) -> float:
     n, m = b + c, min(b, c)
     if n == 0:
         return 1.0
-    tail = _pmf(np.arange(m + 1), n, 0.5)
-    return float(min(1.0, 2.0 * tail.sum() - tail[-1]))
+    # from the tail itself, not exact_p: at b == c exact_p is capped at 1 before the point comes off
+    return float(min(1.0, 2.0 * stats.binom.cdf(m, n, 0.5) - stats.binom.pmf(m, n, 0.5)))
 
 
 @lru_cache(maxsize=4096)
 def reject_from(d: int, alpha: float = ALPHA) -> int | None:
     """The least ``b`` (>= d/2) with ``exact_p(b, d - b) <= alpha`` at ``d`` discordant pairs; None if even
     all ``d`` one way is not significant."""
-    for b in range((d + 1) // 2, d + 1):
-        if exact_p(b, d - b) <= alpha:
-            return b
-    return None
+    bs = np.arange((d + 1) // 2, d + 1)
+    # exact_p's two-sided tail for b >= d/2, every b in one call: a binomtest per b made mde_exact crawl
+    hits = np.flatnonzero(np.minimum(1.0, 2.0 * stats.binom.cdf(d - bs, d, 0.5)) <= alpha)
+    return int(bs[hits[0]]) if len(hits) else None
 
 
 def power(n: int, psi: float, delta: float, alpha: float = ALPHA) -> float:
@@ -88,19 +62,14 @@ def power(n: int, psi: float, delta: float, alpha: float = ALPHA) -> float:
     if psi <= 0 or delta > psi + 1e-12:
         return 0.0
     p_b = min(1.0, (psi + delta) / (2 * psi))
-    ds = np.arange(n + 1)
-    w = _pmf(ds, n, min(psi, 1.0))
-    total = 0.0
-    for d, wd in zip(ds, w):
-        if wd < 1e-12:
-            continue
-        k = reject_from(int(d), alpha)
-        if k is None:
-            continue
-        ks = np.arange(d + 1)
-        pb = _pmf(ks, int(d), p_b)
-        total += wd * float(pb[ks >= k].sum() + pb[ks <= d - k].sum())
-    return total
+    w = stats.binom.pmf(np.arange(n + 1), n, min(psi, 1.0))
+    at = {int(d): k for d in np.flatnonzero(w >= 1e-12) if (k := reject_from(int(d), alpha)) is not None}
+    if not at:
+        return 0.0
+    ds, ks = np.array(list(at)), np.array(list(at.values()))
+    # B's way at least k times, or A's way at least k times: a rejection on either side
+    reject = stats.binom.sf(ks - 1, ds, p_b) + stats.binom.cdf(ds - ks, ds, p_b)
+    return float(np.sum(w[ds] * reject))
 
 
 def mde_exact(n: int, psi: float, alpha: float = ALPHA, target: float = POWER) -> float | None:

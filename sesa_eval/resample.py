@@ -25,10 +25,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from sesa_eval.mcnemar import exact_p, mde_exact, mid_p
 from sesa_eval.records import RETRY_STATUSES
-from sesa_eval.student_t import t_quantile
 
 LEVEL = 0.95
 
@@ -140,6 +140,16 @@ def per_run_tests(a: Replicates, b: Replicates) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The t with P(|T| < t) = ``level`` at ``df`` degrees of freedom: the half-width multiplier of a
+    two-sided ``level`` interval."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if df < 1:  # scipy answers nan at df <= 0 rather than saying what is wrong
+        raise ValueError(f"df must be at least 1, got {df}")
+    return float(stats.t.ppf((1 + level) / 2, df))
 
 
 def pooled_seed_t(
