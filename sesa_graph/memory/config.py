@@ -156,7 +156,7 @@ class MemoryConfig(ConfigModel):
         "and what went wrong said in words (answer repeated from the question, answer retrieved but not "
         "picked, not retrieved, a repeated search); a local distiller's reply is then opened with the JSON "
         "object's first key. Measured on tests/fixtures/distiller_failures.jsonl (benchmarks/"
-        "distiller_quality.py): see the README's fixed-models section.",
+        "distiller_quality.py): see docs/FIXED-MODELS.md.",
     )
     replay: Literal["off", "record", "require"] = Field(
         "off",

@@ -1,19 +1,22 @@
-"""What the README's fresh-clone check (2026-12-03) found wrong, kept from coming back: a new user has only
-.venv, so tools are called through it; a `sesa eval` without datasets exits 2; a notebook written into the
-tree fails `scripts/test.sh`'s `ruff format --check`."""
+"""What the README's fresh-clone check (2026-12-03) found wrong, kept from coming back in the README and every
+docs/ page: a new user has only .venv, so tools are called through it; a `sesa eval` without datasets exits 2;
+a notebook written into the tree fails `scripts/test.sh`'s `ruff format --check`."""
 
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _command_texts() -> list[str]:
-    """Inline code spans and the lines of ```bash blocks (continuations joined)."""
-    inline = re.findall(r"`([^`\n]+)`", README)
-    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", README, re.DOTALL)).replace("\\\n", " ")
-    return inline + [ln.split("  #")[0].strip() for ln in blocks.splitlines()]
+    """Inline code spans and the lines of ```bash blocks (continuations joined), of every page."""
+    texts = []
+    for page in PAGES:
+        text = page.read_text()
+        blocks = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.DOTALL)).replace("\\\n", " ")
+        texts += re.findall(r"`([^`\n]+)`", text) + [ln.split("  #")[0].strip() for ln in blocks.splitlines()]
+    return texts
 
 
 def test_python_tools_are_called_through_the_venv():

@@ -73,7 +73,7 @@ def smoke_config(tmp: Path, search_port: int, fixed_url: str, fixed_model: Path)
     cfg["search"]["url"] = f"http://127.0.0.1:{search_port}"
     cfg["memory"].update(
         embedder="embedded",  # MiniLM from its wheel instead of E5
-        priming_files=[],  # the mined priming file is built on GPUs by the README's recipe
+        priming_files=[],  # the mined priming file is built on GPUs by docs/GPU.md's recipe
         consolidate_every=1,  # the step may start a consolidation, so the fixed distiller can be called
         consolidate_min_pending=1,
         max_distill_per_pass=4,
