@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from sesa_graph.config import RunConfig
 from tools.errors import UserError
 from training.ranks import Rank
 from training.sync import SyncDir
-from training.trainer_rows import last_update, rows_for_training
+from training.trainer_rows import rows_for_training, update_record
 
 log = logging.getLogger("sesa.trainer")  # the trainer's own log, where these lines always went
 
@@ -41,6 +42,7 @@ class StepFeed:
             from training.update_turn import UpdateTurn
 
             self.turn = UpdateTurn(sync.root / "update.lock")
+        self.handed: float | None = None  # when TRL got the last batch: its update's time starts there
         self.parking = None
         if cfg.train.park_optimizer and self.pcfg.device == "cpu":
             from training.optimizer_park import ParkedOptimizer
@@ -52,6 +54,7 @@ class StepFeed:
         writes them and tells the orchestrator where they are."""
         import torch
 
+        took = None if self.handed is None else time.monotonic() - self.handed
         cfg, rank, role, link = self.cfg, self.rank, self.role, self.link
         acc = trainer.accelerator
         state = acc.get_state_dict(trainer.model_wrapped) if self.transport != "nccl" else {}
@@ -81,7 +84,7 @@ class StepFeed:
             link.ready(
                 step,
                 send_weights(link, self.transport, role, step, where),
-                last_update(trainer.state.log_history),
+                update_record(trainer.state.log_history, took),
             )
             log.info("weights for step %d published; waiting for the step's trajectories", step)
 
@@ -122,11 +125,13 @@ class StepFeed:
                 waited = self.turn.take()
                 if waited > 1:
                     log.info("step %d: waited %.0fs for the other trainer's update", step, waited)
+            self.handed = time.monotonic()
             return rows
         # rank 0 alone talks to the orchestrator; each rank gets its slice over the job's process group
         mine: list[Any] = [None]
         slices = [rank_slice(rows, r, rank.world) for r in range(rank.world)] if rows is not None else None
         torch.distributed.scatter_object_list(mine, slices, src=0)
+        self.handed = time.monotonic()
         return mine[0]
 
 

@@ -103,7 +103,9 @@ def grpo_config_kwargs(
     updates = tc.updates_per_step
     per_pass, accumulation = micro_batches(batch // world // updates, tc.micro_batch_size)
     bf16 = compute == "bfloat16"
-    fsdp = tc.sharding == "fsdp2" and not on_cpu and world > 1
+    # one rank shards nothing, but under a launcher it still runs FSDP2's wrapping and mixed precision (what
+    # scripts/gpu_check.sh measures on one GPU); without one transformers refuses FSDP outside torch.distributed
+    fsdp = tc.sharding == "fsdp2" and not on_cpu and (world > 1 or bool(tc.trainer_launcher))
     return dict(
         output_dir=str(out_dir),
         per_device_train_batch_size=per_pass,
@@ -322,7 +324,8 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         rollout_func=feed.rollout_func,
     )
     if rank.main:
-        log.info("autocast: %s", trainer.accelerator.mixed_precision)
+        acc = trainer.accelerator
+        log.info("autocast: %s; distributed: %s", acc.mixed_precision, acc.distributed_type.value)
     sharded = cfg.train.sharding == "fsdp2" and not on_cpu
     checkpoint = shared_checkpoint(out_dir, rank, setup.jobs, sharded)
     scoring = trained_positions_only() if cfg.train.score_trained_positions_only else nullcontext(False)

@@ -94,12 +94,15 @@ def launcher_command(cfg: RunConfig, role: str, node: Node = Node()) -> list[str
     extra = [a for a in rest[1:] if a != "--multi_gpu"]
     pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     bf16 = resolve_compute_dtype(t.compute_dtype, pcfg.device) == "bfloat16"
+    # accelerate refuses --multi_gpu for one process and its plain launcher starts no torch.distributed, under
+    # which transformers refuses FSDP: one fsdp2 GPU rank needs accelerate's FSDP launcher
+    one_fsdp = ranks == 1 and t.sharding == "fsdp2" and pcfg.device.startswith("cuda")
     return [
         exe,
         *t.trainer_launcher[1:2],
         "--config_file",
         str(ACCELERATE_CONFIG),
-        *(["--multi_gpu"] if ranks > 1 else []),
+        *(["--multi_gpu"] if ranks > 1 else ["--use_fsdp", "--fsdp_version", "2"] if one_fsdp else []),
         "--num_processes",
         str(ranks),
         "--num_machines",

@@ -101,3 +101,23 @@ def last_update(log_history: list[dict[str, Any]]) -> dict[str, Any] | None:
             out = {k: entry[k] for k in UPDATE_KEYS if isinstance(entry.get(k), int | float)}
             return {**out, "global_step": entry.get("step")}
     return None
+
+
+def update_record(log_history: list[dict[str, Any]], took_s: float | None) -> dict[str, Any] | None:
+    """:func:`last_update` with what TRL does not log: ``update_s``, from the batch handed to TRL to the next
+    publish (its scoring passes, updates and any checkpoint), and this rank's peak memory so far -- the host's
+    resident set and, on a GPU, torch's ``max_memory_allocated``, the figure the memory plan predicts."""
+    import resource
+
+    import torch
+
+    out = last_update(log_history)
+    if out is None:
+        return None
+    if took_s is not None:
+        out["update_s"] = round(took_s, 3)
+    out["host_peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda_peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["cuda_peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
+    return out
