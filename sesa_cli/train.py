@@ -70,17 +70,21 @@ def train(
     ov, flags = _flag_overrides(
         parse_overrides(set_), name, steps, bank, report_to, proposer_reward, no_priming, engine
     )
-    cfg = None
+    cfg, settings = None, None
     if resume is None:
         cfg, rows = resolve_config(config, ov, flags)
-        typer.echo("# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)")
-        print_settings(rows)
+        # into the run directory (settings.txt), not the log: they were 288 of a batch log's 362 lines
+        lines = ["# resolved settings (where each comes from; [paper]/[SSP]: the reference's value)"]
+        print_settings(rows, echo=lines.append)
+        settings = "\n".join(lines) + "\n"
     else:
         ov, flags = _resume_overrides(resume, config, runs_dir, ov, flags)
     from training.launch import TrainingStopped
 
     try:
-        run_train(cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags)
+        run_train(
+            cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags, settings=settings
+        )
     except TrainingStopped as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

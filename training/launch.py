@@ -148,16 +148,21 @@ def run_warmup_process() -> None:
         )
 
 
+SETTINGS_FILE = "settings.txt"
+
+
 def train(
     cfg: RunConfig | None,
     runs_dir: Path = Path("runs"),
     resume: Path | None = None,
     overrides: dict[str, Any] | None = None,
     flags: dict[str, str] | None = None,
+    settings: str | None = None,
 ) -> Path:
     """Run (or, with ``resume``, continue) a run; ``overrides``/``flags``: the settings given with a
-    resume, applied or refused by :func:`training.resume.prepare_resume`. The run's owner lock is held
-    from before its first write until this returns or raises."""
+    resume, applied or refused by :func:`training.resume.prepare_resume`; ``settings``: the resolved
+    settings table, kept as the new run's ``settings.txt``. The run's owner lock is held from before its
+    first write until this returns or raises."""
     from training.tracking import check_tracker
 
     if cfg is not None:  # before the run directory exists
@@ -165,6 +170,11 @@ def train(
         check_gpu_plan(cfg)
         check_cpu_memory(cfg)
     cfg, run_dir, start, lock = prepare_run(cfg, runs_dir, resume, overrides, flags)
+    if settings is not None and resume is None:
+        (run_dir / SETTINGS_FILE).write_text(settings)
+        console.print(
+            f"settings: {run_dir / SETTINGS_FILE} (each value and where it comes from)", markup=False, soft_wrap=True
+        )
     try:
         return _run(cfg, run_dir, start, resume is not None)
     finally:

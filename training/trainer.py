@@ -38,6 +38,7 @@ from typing import Any
 from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
 from training.grpo_update import grpo_trainer_class
+from training.model_card import write_model_card
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
 from training.step_feed import StepFeed, send_weights
 from training.sync import PeerDiedError, SyncDir
@@ -377,6 +378,8 @@ def _save_final(
     trainer.save_model(str(final))  # every rank: under FSDP2 the full state dict is gathered
     if rank.main:
         tokenizer.save_pretrained(str(final))
+        # TRL's card says "a fine-tuned version of None" for a local base model
+        write_model_card(cfg, role, workdir, cfg.train.steps, final, workdir / "checkpoints" / role)
         (final / ".complete").write_text("ok\n")
         log.info("done: %s", final)
     if link is not None:
