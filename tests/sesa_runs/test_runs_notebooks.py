@@ -90,3 +90,47 @@ def test_a_relative_run_dir_is_taken_from_where_jupyter_was_started(dirs, monkey
     relative = (Path(dirs["run"].name), Path(os.path.relpath(dirs["eval"], base)))
     assert not (path.parent / relative[0]).exists()  # not found from the kernel's directory
     assert "image/png" in _execute(path, *relative, monkeypatch)
+
+
+@pytest.mark.timeout(180)
+def test_training_curves_shows_the_learning_curve_and_who_gave_the_rewards(dirs, monkeypatch):
+    """The notebook's probe table and judge table agree with the run's own records (metrics.jsonl's probe
+    records, the solver rollouts' verdicts)."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from sesa_runs import load
+
+    monkeypatch.setenv("SESA_RUN_DIR", str(dirs["run"]))
+    monkeypatch.setenv("SESA_EVAL_DIR", str(dirs["eval"]))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    path = next(p for p in NOTEBOOKS if p.stem == "training_curves")
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+
+    def outputs(marker: str) -> list[dict]:
+        (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
+        return [o.get("data", {}) for o in cell.outputs]
+
+    curve = outputs("fig_learning_curve")
+    assert any("image/png" in o for o in curve)
+    probes = [
+        json.loads(line)["probe"]
+        for line in (dirs["run"] / "metrics.jsonl").read_text().splitlines()
+        if "probe_of" in line
+    ]
+    table = next(o["text/plain"] for o in curve if "text/plain" in o and "em" in o["text/plain"])
+    for probe in probes:
+        for mode in ("off", "on"):
+            assert f"{probe[mode]['em']:.1f}" in table
+
+    run = load.open_run(dirs["run"])
+    solver = run.rollouts("solver")
+    correct = solver[solver["correct"].map(load.truthy)]
+    judged = next(o["text/plain"] for o in outputs('judge_method"]') if "text/plain" in o)
+    last_row = judged.strip().splitlines()[-1].split()
+    assert last_row[0] == "All" and int(last_row[-1]) == len(correct) > 0
