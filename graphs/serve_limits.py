@@ -101,7 +101,7 @@ def check_model_real(value: str) -> None:
 
 def check_url(field: str, value: str) -> None:
     """Refuse a server URL that is not http(s) on loopback or on a host listed in SESA_SERVE_HOSTS."""
-    from sesa_graph.cluster_config import is_loopback
+    from tools.ports import is_loopback
 
     parts = urlsplit(value)
     host = parts.hostname or ""

@@ -70,7 +70,7 @@ def policy_serve(
         raise UserError("--served-name is empty; give the name clients send as `model`, or leave it out")
     _check_model(model)
     if check_engine(engine) == "local":
-        from sesa_graph.cluster_config import is_loopback
+        from tools.ports import is_loopback
 
         if not is_loopback(host):  # it has no token: anyone who reached it could use it
             raise UserError(

@@ -336,7 +336,8 @@ def _write_report(
     setup_s: float,
 ) -> dict[str, Any]:
     """The report of the records so far (all, or up to an abort), with the timing, written as report.*."""
-    from sesa_eval.report import build_report, write_report
+    from sesa_eval.report import build_report
+    from sesa_eval.report_markdown import write_report
 
     records = [store.latest[k] for k in plan.keys if k in store.latest]
     per_q = len(settings.bank_modes) * len(settings.seed_list)  # rollouts per question

@@ -22,7 +22,6 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from sesa_eval.answerability import answerable_keys, summary
@@ -344,15 +343,6 @@ def diagnostic_rows(report: Mapping[str, Any]) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def write_report(out_dir: Path, report: Mapping[str, Any]) -> None:
-    from sesa_graph.fsutil import write_json_atomic, write_text_atomic
-
-    write_json_atomic(Path(out_dir) / "report.json", report)
-    from sesa_eval.report_markdown import render_markdown  # (it renders this module's tables)
-
-    write_text_atomic(Path(out_dir) / "report.md", render_markdown(report))
 
 
 def _judge_name(settings: Any) -> str:

@@ -1,9 +1,11 @@
 """report.md of an eval (:func:`render_markdown`): its set-up, the metric tables, the comparison with mode
-off, answerability, diagnostics, data hygiene and timing, from the report :mod:`sesa_eval.report` builds."""
+off, answerability, diagnostics, data hygiene and timing, from the report :mod:`sesa_eval.report` builds;
+:func:`write_report` writes it and report.json."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from sesa_eval.report import (
@@ -14,6 +16,12 @@ from sesa_eval.report import (
     metric_table,
     vs_off_table,
 )
+from sesa_graph.fsutil import write_json_atomic, write_text_atomic
+
+
+def write_report(out_dir: Path, report: Mapping[str, Any]) -> None:
+    write_json_atomic(Path(out_dir) / "report.json", report)
+    write_text_atomic(Path(out_dir) / "report.md", render_markdown(report))
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

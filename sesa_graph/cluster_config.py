@@ -9,26 +9,12 @@ machine) or are started on other nodes by the user or a scheduler with ``sesa tr
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from sesa_graph.model_config import Strict
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only.
-
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0"), is_loopback("10.0.0.2")
-    (True, True, False, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it resolves to whatever the network says
+from tools.ports import is_loopback
 
 
 class ClusterConfig(Strict):

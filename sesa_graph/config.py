@@ -318,7 +318,8 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _groups(self) -> RunConfig:
-        check_train_layout(self)
+        policies = {"solver": self.solver_policy, "proposer": self.proposer_policy}
+        check_train_layout(self.train, self.cluster, policies, self.solver.group_size)
         if self.solver.group_size < 2:
             raise ValueError(
                 f"solver.group_size is {self.solver.group_size}: GRPO needs at least 2 rollouts per "

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tools.config_model import ConfigModel, check_http_url
 from tools.endpoint_settings import endpoint_settings
+from tools.ports import is_loopback
 
 
 class Strict(ConfigModel):
@@ -259,7 +260,7 @@ class PolicyConfig(
             )
         if self.backend == "vllm":
             self._check_bind()
-        if self.backend == "llama.cpp" and not _loopback(self.host):
+        if self.backend == "llama.cpp" and not is_loopback(self.host):
             raise ValueError(
                 f"backend 'llama.cpp' binds loopback only (host {self.host!r}): its server has no token; serve a "
                 "model for other nodes with backend 'vllm'"
@@ -282,7 +283,7 @@ class PolicyConfig(
             )
 
     def _check_bind(self) -> None:
-        if _loopback(self.host):
+        if is_loopback(self.host):
             return
         if not self.allow_remote:
             raise ValueError(
@@ -315,12 +316,6 @@ def bind_cores(bind: str) -> list[int]:
     except ValueError:
         raise ValueError(f"cpu_bind {bind!r}: give cores as '0', '0-1', '0,2' or '0-1|2-3'") from None
     return sorted(out)
-
-
-def _loopback(host: str) -> bool:
-    from sesa_graph.cluster_config import is_loopback  # that module builds on this one
-
-    return is_loopback(host)
 
 
 class ModelRef(Strict):

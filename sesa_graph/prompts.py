@@ -276,7 +276,7 @@ The agent searched: {searches}
 What went wrong: {notes}
 Write one skill for questions of this kind."""
 
-# What went wrong, said from the rollout's record (distiller.failure_notes).
+# What went wrong, said from the rollout's record (skill_checks.failure_notes).
 NOTE_ANSWER_REPEATS_QUESTION = "The agent's answer repeats words of the question."
 NOTE_NO_ANSWER = "The agent gave no answer."
 NOTE_ANSWER_RETRIEVED = "The correct answer was in what the searches returned, but the agent did not pick it."

@@ -3,16 +3,14 @@ settings), their process layout (launcher, ranks, rendezvous) and their numerics
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
-from sesa_graph.cluster_config import is_loopback
-from sesa_graph.model_config import Strict
+from sesa_graph.cluster_config import ClusterConfig
+from sesa_graph.model_config import PolicyConfig, Strict
 from sesa_graph.precision import check_param_dtype
-
-if TYPE_CHECKING:
-    from sesa_graph.config import RunConfig
+from tools.ports import is_loopback
 
 ROLES = ("solver", "proposer")
 LAUNCHERS = ("torchrun", "accelerate")
@@ -351,23 +349,28 @@ def _host(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
-def check_train_layout(cfg: RunConfig) -> None:
+def check_train_layout(
+    t: TrainConfig, cluster: ClusterConfig, policies: dict[str, PolicyConfig], group_size: int
+) -> None:
     """What the training section can only check with the rest of the config: ranks against the batch, the
-    launcher and the GPUs, rendezvous ports against the servers' ports."""
-    t = cfg.train
+    launcher and the GPUs, rendezvous ports against the servers' ports. ``policies``: the trained policies'
+    sections by role; ``group_size``: the solver's. It takes the sections, not the run config:
+    :mod:`sesa_graph.config` builds on this module."""
     groups = {"solver": ("train.questions_per_step", t.questions_per_step)}
     groups["proposer"] = ("train.targets_per_step", t.targets_per_step)
     for role in ROLES:
-        _check_ranks(cfg, role, *groups[role])
-    _check_reload_reach(cfg)
-    _check_weights(cfg)
-    _check_ports(cfg)
+        _check_ranks(t, cluster, policies[role], group_size, role, *groups[role])
+    _check_reload_reach(cluster, policies)
+    _check_weights(t, cluster)
+    _check_ports(t, cluster, policies)
 
 
-def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
+def _check_ranks(
+    t: TrainConfig, cluster: ClusterConfig, pcfg: PolicyConfig, group_size: int, role: str, key: str, n: int
+) -> None:
     """A role's trainer ranks against its launcher, its ``n`` groups a step (``key``), the trainer nodes, its
     GPUs and the updates a step."""
-    t, ranks = cfg.train, cfg.train.ranks(role)
+    ranks = t.ranks(role)
     if ranks > 1 and not t.trainer_launcher:
         raise ValueError(
             f"the {role} trainer has {ranks} ranks but train.trainer_launcher is empty: set it to [torchrun] "
@@ -378,7 +381,7 @@ def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
             f"the {role} trainer's {ranks} ranks do not divide its {n} groups ({key}); each rank trains on "
             f"a slice of whole groups: make {key} a multiple of {ranks} or change train.trainer_ranks.{role}"
         )
-    nodes = cfg.cluster.trainer_nodes
+    nodes = cluster.trainer_nodes
     if nodes > 1 and role not in t.trainer_ranks:
         raise ValueError(
             f"cluster.trainer_nodes is {nodes}: give train.trainer_ranks.{role}, the {role} job's ranks over "
@@ -389,7 +392,6 @@ def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
             f"train.trainer_ranks.{role} is {ranks}, which cluster.trainer_nodes={nodes} does not divide; "
             "each trainer node runs an equal share of a job's ranks"
         )
-    pcfg = cfg.solver_policy if role == "solver" else cfg.proposer_policy
     gpus = t.trainer_gpus.get(role)
     if pcfg.device.startswith("cuda") and gpus and role in t.trainer_ranks:
         count = len([g for g in gpus.split(",") if g.strip()])
@@ -398,7 +400,7 @@ def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
                 f"train.trainer_ranks.{role} is {ranks} but train.trainer_gpus.{role} lists {count} GPUs "
                 f"({gpus!r}) on each of {nodes} node(s); a GPU trainer runs one rank per GPU"
             )
-    batch = n * (cfg.solver.group_size if role == "solver" else 1)
+    batch = n * (group_size if role == "solver" else 1)
     if (batch // ranks) % t.updates_per_step:
         raise ValueError(
             f"train.updates_per_step {t.updates_per_step} does not divide the {batch // ranks} {role} rollouts "
@@ -406,29 +408,22 @@ def _check_ranks(cfg: RunConfig, role: str, key: str, n: int) -> None:
         )
 
 
-def _check_reload_reach(cfg: RunConfig) -> None:
+def _check_reload_reach(cluster: ClusterConfig, policies: dict[str, PolicyConfig]) -> None:
     """Reloaded policy servers elsewhere must reach the coordinator they fetch each step's weights from."""
-    remote = [
-        f"{name}.base_url"
-        for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
-        if p.reload
-    ]
-    if remote and (
-        cfg.cluster.coordinator_host in ("0.0.0.0", "::") or is_loopback(cfg.cluster.coordinator_host)
-    ):
-        urls = [u for p in (cfg.solver_policy, cfg.proposer_policy) if p.reload for u in _urls(p.base_url)]
-        if cfg.cluster.coordinator_host in ("0.0.0.0", "::") or any(not is_loopback(_host(u)) for u in urls):
+    remote = [f"{role}_policy.base_url" for role, p in policies.items() if p.reload]
+    if remote and (cluster.coordinator_host in ("0.0.0.0", "::") or is_loopback(cluster.coordinator_host)):
+        urls = [u for p in policies.values() if p.reload for u in _urls(p.base_url)]
+        if cluster.coordinator_host in ("0.0.0.0", "::") or any(not is_loopback(_host(u)) for u in urls):
             raise ValueError(
                 f"{', '.join(remote)} are reloaded servers that fetch each step's weights from the coordinator, "
-                f"which they cannot reach at cluster.coordinator_host {cfg.cluster.coordinator_host!r}: give this "
+                f"which they cannot reach at cluster.coordinator_host {cluster.coordinator_host!r}: give this "
                 "node's private address (with cluster.allow_remote: true)"
             )
 
 
-def _check_weights(cfg: RunConfig) -> None:
+def _check_weights(t: TrainConfig, cluster: ClusterConfig) -> None:
     """cluster.weights against train.use_vllm: NCCL transfer needs vLLM server mode, which sends them itself."""
-    t = cfg.train
-    weights = cfg.cluster.weights
+    weights = cluster.weights
     if weights == "nccl" and not t.use_vllm:
         raise ValueError(
             "cluster.weights 'nccl' is TRL's NCCL transfer into vLLM server mode: set train.use_vllm: true "
@@ -441,16 +436,11 @@ def _check_weights(cfg: RunConfig) -> None:
         )
 
 
-def _check_ports(cfg: RunConfig) -> None:
+def _check_ports(t: TrainConfig, cluster: ClusterConfig, policies: dict[str, PolicyConfig]) -> None:
     """No trainer job's rendezvous port is a policy server's or the coordinator's."""
-    t = cfg.train
-    taken = {
-        f"{name}.port": p.port
-        for name, p in (("solver_policy", cfg.solver_policy), ("proposer_policy", cfg.proposer_policy))
-        if p.port is not None
-    }
-    if cfg.cluster.coordinator_port is not None:
-        taken["cluster.coordinator_port"] = cfg.cluster.coordinator_port
+    taken = {f"{role}_policy.port": p.port for role, p in policies.items() if p.port is not None}
+    if cluster.coordinator_port is not None:
+        taken["cluster.coordinator_port"] = cluster.coordinator_port
     for role, port in t.rendezvous_ports.items():
         for key, other in taken.items():
             if other == port:

@@ -4,11 +4,26 @@ this machine's need different fixes, and socket.bind's errno alone does not say 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 
 
 def family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0"), is_loopback("10.0.0.2")
+    (True, True, False, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it resolves to whatever the network says
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:

@@ -47,7 +47,7 @@ def open_store(host: str, port: int, master: bool, timeout_s: float) -> Any:
     its values are signed (training.signed_store); beyond loopback the token is required."""
     from torch.distributed import TCPStore
 
-    from sesa_graph.cluster_config import is_loopback
+    from tools.ports import is_loopback
     from training.signed_store import TOKEN_ENV, SignedStore, coordinator_token
 
     token = coordinator_token()

@@ -24,10 +24,8 @@ weights, after the ranks agree on them (FSDP2: the gathered full state dict). We
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import shutil
 import socket
 import sys
 import warnings
@@ -178,36 +176,6 @@ def grpo_config_kwargs(
         shuffle_dataset=False,
         disable_tqdm=True,
     )
-
-
-def latest_checkpoint(out_dir: Path) -> str | None:
-    """The newest complete checkpoint; newer incomplete ones are removed.
-
-    transformers writes ``trainer_state.json`` last (after weights, optimizer, scheduler and RNG state), so
-    a trainer killed while saving leaves a directory without a readable one; resuming from it would crash,
-    and the checkpoint before it (kept until the new one is complete) holds the state to go on from.
-    """
-    ckpts = sorted(
-        (p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()),
-        key=lambda p: int(p.name.split("-")[1]),
-    )
-    while ckpts:
-        newest = ckpts.pop()
-        try:
-            json.loads((newest / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            log.warning("%s is incomplete (the trainer was stopped while saving it); removing it", newest)
-            shutil.rmtree(newest, ignore_errors=True)
-            continue
-        if not any(newest.glob("optimizer*")):
-            # transformers would resume without it, silently, with AdamW's moments at zero
-            raise UserError(
-                f"{newest} has no optimizer state (optimizer.pt): a resume from it would restart AdamW from "
-                "zero. Restore the file, or delete the checkpoint directory to resume from the one before it "
-                "(or from the start when it is the only one)"
-            )
-        return str(newest)
-    return None
 
 
 def main(argv: list[str] | None = None) -> None:

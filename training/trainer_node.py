@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.cluster_config import ClusterConfig, is_loopback
+from sesa_graph.cluster_config import ClusterConfig
 from sesa_graph.owner_lock import OwnerLock
 from tools.errors import UserError
+from tools.ports import is_loopback
 from training.coordinator import CoordinatorError, open_store, split_address
 from training.trainer_jobs import Node, TrainerProcesses
 from training.trainer_setup import config_differences, config_from_text

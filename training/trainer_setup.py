@@ -5,8 +5,10 @@ nodes share no filesystem."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,12 +100,40 @@ def come_up(
     return Setup(cfg, link, jobs)
 
 
+def latest_checkpoint(out_dir: Path) -> str | None:
+    """The newest complete checkpoint; newer incomplete ones are removed.
+
+    transformers writes ``trainer_state.json`` last (after weights, optimizer, scheduler and RNG state), so
+    a trainer killed while saving leaves a directory without a readable one; resuming from it would crash,
+    and the checkpoint before it (kept until the new one is complete) holds the state to go on from.
+    """
+    ckpts = sorted(
+        (p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()),
+        key=lambda p: int(p.name.split("-")[1]),
+    )
+    while ckpts:
+        newest = ckpts.pop()
+        try:
+            json.loads((newest / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            log.warning("%s is incomplete (the trainer was stopped while saving it); removing it", newest)
+            shutil.rmtree(newest, ignore_errors=True)
+            continue
+        if not any(newest.glob("optimizer*")):
+            # transformers would resume without it, silently, with AdamW's moments at zero
+            raise UserError(
+                f"{newest} has no optimizer state (optimizer.pt): a resume from it would restart AdamW from "
+                "zero. Restore the file, or delete the checkpoint directory to resume from the one before it "
+                "(or from the start when it is the only one)"
+            )
+        return str(newest)
+    return None
+
+
 def shared_checkpoint(out_dir: Path, rank: Rank, jobs: JobStore | None, sharded: bool) -> str | None:
     """The checkpoint every rank resumes from: rank 0's newest complete one. A rank whose node lacks it gets
     its files from rank 0 through the job's store (its own RNG state is kept); a sharded (FSDP2) checkpoint
     is one directory all ranks write, so its nodes must share a filesystem."""
-    from training.trainer import latest_checkpoint
-
     if jobs is None:
         return latest_checkpoint(out_dir)
     name = jobs.share(

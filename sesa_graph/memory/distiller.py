@@ -18,23 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.queue import FailureRecord, PendingFailure
+from sesa_graph.memory.queue import PendingFailure
 from sesa_graph.memory.skill import CATEGORIES, Skill
-from sesa_graph.memory.skill_checks import mask_entities, question_entities
+from sesa_graph.memory.skill_checks import failure_notes, mask_entities, question_entities
 from sesa_graph.policy.base import GenerationRequest, SamplingParams
 from sesa_graph.prompts import (
     DISTILLER_REPLY_PREFIX,
-    NOTE_ANSWER_NOT_RETRIEVED,
-    NOTE_ANSWER_REPEATS_QUESTION,
-    NOTE_ANSWER_RETRIEVED,
-    NOTE_NO_ANSWER,
-    NOTE_NO_SEARCH,
-    NOTE_REPEATED_SEARCH,
     render_distiller_masked_user,
     render_distiller_system,
     render_distiller_user,
 )
-from sesa_graph.scoring import echoes_question
 from tools.errors import ServiceError
 
 
@@ -100,26 +93,6 @@ def build_messages(
             ),
         },
     ]
-
-
-def failure_notes(record: FailureRecord) -> list[str]:
-    """What went wrong in a failed rollout, read from its record: an answer that repeats the question or
-    none, whether the gold was in what its searches returned, no search or a repeated one."""
-    notes = []
-    if not (record.answer or "").strip():
-        notes.append(NOTE_NO_ANSWER)
-    elif echoes_question(record.answer, record.question, record.golds):
-        notes.append(NOTE_ANSWER_REPEATS_QUESTION)
-    read = " ".join(f"{d.get('title', '')} {d.get('text', '')}" for d in record.evidence).lower()
-    if not record.searches:
-        notes.append(NOTE_NO_SEARCH)
-    elif any(g.strip() and g.lower() in read for g in record.golds):
-        notes.append(NOTE_ANSWER_RETRIEVED)
-    else:
-        notes.append(NOTE_ANSWER_NOT_RETRIEVED)
-    if len(set(record.searches)) < len(record.searches):
-        notes.append(NOTE_REPEATED_SEARCH)
-    return notes
 
 
 async def call_distiller(

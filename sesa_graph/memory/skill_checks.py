@@ -1,4 +1,6 @@
-"""The checks a distilled (or mined) candidate skill must pass, and the word/entity helpers they use.
+"""The checks a distilled (or mined) candidate skill must pass, and the word/entity helpers they use. The
+distiller's masked view shares some: a question's entities, their masking, and what went wrong in a failed
+rollout (:func:`failure_notes`, which a skill must not restate).
 
 ``check_candidate`` takes the fields :func:`sesa_graph.memory.distiller.parse_skill_output` found and
 rejects, each with a counted reason: empty fields, over-long text, vacuous advice, and entities copied
@@ -12,8 +14,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from sesa_graph.memory.config import MemoryConfig
-from sesa_graph.memory.queue import PendingFailure
+from sesa_graph.memory.queue import FailureRecord, PendingFailure
 from sesa_graph.memory.skill import MAX_QUERIES, Skill, content_id
+from sesa_graph.prompts import (
+    NOTE_ANSWER_NOT_RETRIEVED,
+    NOTE_ANSWER_REPEATS_QUESTION,
+    NOTE_ANSWER_RETRIEVED,
+    NOTE_NO_ANSWER,
+    NOTE_NO_SEARCH,
+    NOTE_REPEATED_SEARCH,
+)
+from sesa_graph.scoring import echoes_question
 
 STOPWORDS = frozenset(
     [
@@ -319,6 +330,26 @@ def mask_entities(text: str, entities: set[str], slot: str = "[X]") -> str:
     return "".join(out)
 
 
+def failure_notes(record: FailureRecord) -> list[str]:
+    """What went wrong in a failed rollout, read from its record: an answer that repeats the question or
+    none, whether the gold was in what its searches returned, no search or a repeated one."""
+    notes = []
+    if not (record.answer or "").strip():
+        notes.append(NOTE_NO_ANSWER)
+    elif echoes_question(record.answer, record.question, record.golds):
+        notes.append(NOTE_ANSWER_REPEATS_QUESTION)
+    read = " ".join(f"{d.get('title', '')} {d.get('text', '')}" for d in record.evidence).lower()
+    if not record.searches:
+        notes.append(NOTE_NO_SEARCH)
+    elif any(g.strip() and g.lower() in read for g in record.golds):
+        notes.append(NOTE_ANSWER_RETRIEVED)
+    else:
+        notes.append(NOTE_ANSWER_NOT_RETRIEVED)
+    if len(set(record.searches)) < len(record.searches):
+        notes.append(NOTE_REPEATED_SEARCH)
+    return notes
+
+
 COPY_SPAN_WORDS = 6
 
 
@@ -326,9 +357,6 @@ def _restates(fields: dict[str, Any], record: Any, names: set[str]) -> bool:
     """A field of the advice repeats ``COPY_SPAN_WORDS`` words in a row of the failing question (its names
     left out) or of what the distiller was told went wrong: a restated prompt, not a skill. Small distillers
     answer "Were [X] and [X] of the same nationality?" as a trigger, or a note as what to avoid."""
-    from sesa_graph.memory.distiller import (
-        failure_notes,  # the notes are the distiller's; it imports this module
-    )
 
     def spans(text: str) -> set[tuple[str, ...]]:
         words = [w for w in _words(text) if w not in names]

@@ -20,11 +20,11 @@ import sys
 import threading
 from typing import Any
 
-from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.templated import ChatEndpoint
 from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
 from sesa_graph.process import die_with_parent
 from tools.exits import oom_hint
+from tools.ports import is_loopback
 
 BUILD = "bash scripts/llama_cpp_build.sh"
 # Restarts of a fixed model's server that died during a run: the judge and the distiller share it, and a

@@ -42,14 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sesa_graph.cluster_config import is_loopback
 from sesa_graph.policy.openai_client import OpenAIPolicy
 from sesa_graph.policy.vllm_auth import TOKEN_ENV
 from sesa_graph.policy.vllm_reload import auth_headers, reload_each, reload_server, replica_label
 from sesa_graph.policy.weight_check import WeightSyncError  # noqa: F401 - callers catch it from here
 from sesa_graph.process import die_with_parent
 from tools.errors import ServiceError
-from tools.ports import bind_problem, free_port
+from tools.ports import bind_problem, free_port, is_loopback
 
 log = logging.getLogger(__name__)
 

@@ -377,7 +377,7 @@ ROWS += [
     ),
     _eval_fault(
         "eval: a read-only disk writing the report (EROFS)",
-        {"sesa_eval.report.write_report": _refusing(errno.EROFS, "Read-only file system", "report")},
+        {"sesa_eval.report_markdown.write_report": _refusing(errno.EROFS, "Read-only file system", "report")},
         ["Read-only file system"],
     ),
 ]

@@ -9,9 +9,9 @@ from pathlib import Path
 from fakes import failure
 
 from sesa_graph.memory import MemoryConfig
-from sesa_graph.memory.distiller import build_messages, call_distiller, failure_notes, parse_skill_output
+from sesa_graph.memory.distiller import build_messages, call_distiller, parse_skill_output
 from sesa_graph.memory.queue import FailureRecord, PendingFailure
-from sesa_graph.memory.skill_checks import check_candidate, mask_entities, question_entities
+from sesa_graph.memory.skill_checks import check_candidate, failure_notes, mask_entities, question_entities
 from sesa_graph.policy.base import GenerationResult
 from sesa_graph.prompts import (
     DISTILLER_REPLY_PREFIX,

@@ -340,7 +340,8 @@ def build_eval(root: Path, bank_dir: Path, name: str = "tiny-eval") -> Path:
     """Two datasets x modes off/on; records through sesa_eval's writer, report.json by build_report."""
     from sesa_eval.datasets import EvalQuestion
     from sesa_eval.harness import EvalSettings, RecordStore
-    from sesa_eval.report import build_report, write_report
+    from sesa_eval.report import build_report
+    from sesa_eval.report_markdown import write_report
     from sesa_eval.tasks import Task, make_record
     from sesa_graph.rollout.judge import Verdict
 

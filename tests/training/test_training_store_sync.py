@@ -139,7 +139,7 @@ def test_micro_batches_divide_the_step_batch():
 
 
 def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
-    from training.trainer import latest_checkpoint
+    from training.trainer_setup import latest_checkpoint
 
     assert latest_checkpoint(tmp_path) is None
     done = tmp_path / "checkpoint-1"
@@ -161,7 +161,7 @@ def test_a_checkpoint_without_its_optimizer_state_is_refused_by_name(tmp_path):
     import pytest
 
     from tools.errors import UserError
-    from training.trainer import latest_checkpoint
+    from training.trainer_setup import latest_checkpoint
 
     ckpt = tmp_path / "checkpoint-2"
     ckpt.mkdir()
