@@ -83,7 +83,12 @@ def train(
 
     try:
         run_train(
-            cfg, runs_dir=runs_dir or Path("runs"), resume=resume, overrides=ov, flags=flags, settings=settings
+            cfg,
+            runs_dir=runs_dir or Path("runs"),
+            resume=resume,
+            overrides=ov,
+            flags=flags,
+            settings=settings,
         )
     except TrainingStopped as exc:
         typer.echo(f"error: {exc}", err=True)

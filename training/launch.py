@@ -173,7 +173,9 @@ def train(
     if settings is not None and resume is None:
         (run_dir / SETTINGS_FILE).write_text(settings)
         console.print(
-            f"settings: {run_dir / SETTINGS_FILE} (each value and where it comes from)", markup=False, soft_wrap=True
+            f"settings: {run_dir / SETTINGS_FILE} (each value and where it comes from)",
+            markup=False,
+            soft_wrap=True,
         )
     try:
         return _run(cfg, run_dir, start, resume is not None)

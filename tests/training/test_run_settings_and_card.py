@@ -18,7 +18,9 @@ def test_sesa_train_writes_the_settings_to_the_run_and_names_the_file(tmp_path, 
     monkeypatch.setattr("training.tracking.check_tracker", lambda kind: None)
     monkeypatch.setattr(launch, "check_gpu_plan", lambda cfg: None)
     monkeypatch.setattr(launch, "check_cpu_memory", lambda cfg: None)
-    monkeypatch.setattr(launch, "_run", lambda cfg, run_dir, start, resumed: started.setdefault("dir", run_dir))
+    monkeypatch.setattr(
+        launch, "_run", lambda cfg, run_dir, start, resumed: started.setdefault("dir", run_dir)
+    )
     out = CliRunner().invoke(
         build_app(), ["train", "--name", "cardrun", "--runs-dir", str(tmp_path), "--steps", "2"]
     )
@@ -36,7 +38,9 @@ def test_the_model_card_names_the_base_model_and_the_run(tmp_path):
     final, ckpt = tmp_path / "policies" / "solver", tmp_path / "checkpoints" / "solver"
     final.mkdir(parents=True)
     ckpt.mkdir(parents=True)
-    (ckpt / "README.md").write_text("This model is a fine-tuned version of [None](https://huggingface.co/None).")
+    (ckpt / "README.md").write_text(
+        "This model is a fine-tuned version of [None](https://huggingface.co/None)."
+    )
     write_model_card(cfg, "solver", tmp_path, 4, final, ckpt)
     for d in (final, ckpt):
         card = (d / "README.md").read_text()
