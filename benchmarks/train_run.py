@@ -67,7 +67,9 @@ def tree_memory(root: int, measure=pss_kib) -> dict[str, int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        name = cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else (cmd.split() or ["?"])[0]
+        if not cmd.strip():  # exiting (a zombie has no command line): keep its last figure under its name
+            continue
+        name = cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else cmd.split()[0]
         out[f"{pid} {name}"] = kib
     return out
 
