@@ -200,6 +200,19 @@ class JudgeConfig(
         description="Environment variable with the judge endpoint's API key; "
         "checked at start-up, an unset variable is an error.",
     )
+    agreement_margin: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="`sesa train` warns once when the model's verdicts run this much more Correct than exact "
+        "match's over the run so far: (Correct by the model / verdicts by the model) - (Correct by exact match / "
+        "all the solver's verdicts), counted once the model gave agreement_min_verdicts. A sound judge only "
+        "rescues paraphrases among the misses; an endpoint that answers Correct to everything trains a run "
+        "toward noise without any error. 1 never warns.",
+    )
+    agreement_min_verdicts: int = Field(
+        8, ge=1, description="The model verdicts the agreement_margin check waits for."
+    )
     max_consecutive_failures: int = Field(
         20,
         ge=0,

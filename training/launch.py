@@ -25,7 +25,7 @@ from sesa_graph.owner_lock import OwnerLock
 from tools.errors import ServiceError, UserError
 from training.config_record import record_config
 from training.coordinator import Coordinator
-from training.metrics_log import read_metrics
+from training.metrics_log import append_record, read_metrics
 from training.run_owner import lock_run, new_run_dir
 from training.sync import SyncDir
 from training.trainer_jobs import ROLES, TrainerProcesses, kill_stale_trainers
@@ -329,13 +329,22 @@ def show_steps(orch: Any, start: int, alive: Any, rows: list[dict[str, Any]], st
     line a step (``training.progress``)."""
     from rich.live import Live
 
+    from training.judge_watch import JudgeWatch
     from training.progress import emit, step_line, step_table
+
+    watch = JudgeWatch(orch.cfg.judge)
+
+    def check_judge(s: Any) -> None:
+        if (warning := watch.update(s.metrics)) is not None:
+            console.print(warning, markup=False, highlight=False, soft_wrap=True)
+            append_record(orch.run_dir, {"judge_warning": warning, "after_step": s.step})
 
     if not console.is_terminal:
 
         def print_line(s: Any) -> None:
             rows.append(s.metrics)
             emit(step_line(s.metrics, steps, time.time() - t0))
+            check_judge(s)
 
         orch.run(start, alive, print_line)
         return
@@ -344,6 +353,7 @@ def show_steps(orch: Any, start: int, alive: Any, rows: list[dict[str, Any]], st
         def on_step(s: Any) -> None:
             rows.append(s.metrics)
             live.update(step_table(rows))
+            check_judge(s)
 
         orch.run(start, alive, on_step)
 
