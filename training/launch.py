@@ -22,6 +22,7 @@ from rich.console import Console
 from sesa_graph.config import RunConfig
 from sesa_graph.fsutil import write_yaml_atomic
 from sesa_graph.owner_lock import OwnerLock
+from sesa_graph.policy.gpu_share import trainers_share_server_gpus
 from tools.errors import ServiceError, UserError
 from training.config_record import record_config
 from training.coordinator import Coordinator
@@ -231,10 +232,12 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
     trainers = TrainerProcesses(run_dir, cfg, coord.address) if local else None
     orch = None
     phases: dict[str, float] = {}
+    # on a GPU that a vLLM server sizes its KV cache on, the trainers load only once the servers are up
+    late = trainers is not None and trainers_share_server_gpus(cfg)
     try:
-        if trainers is not None:
+        if trainers is not None and not late:
             trainers.start()
-        else:
+        elif trainers is None:
             console.print(
                 f"coordinator at {coord.address}: start the trainer jobs on each of the "
                 f"{cfg.cluster.trainer_nodes} trainer node(s) with\n  sesa trainers --coordinator {coord.address} "
@@ -245,6 +248,8 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
             )
         alive = trainers.dead if trainers is not None else (lambda: None)
         orch = Orchestrator(cfg, run_dir, coord, resume=resumed)
+        if late:
+            trainers.start()
         phases["policies_ready_s"] = round(time.time() - t0, 1)
         console.print(
             f"policies ready after {time.time() - t0:.0f}s "

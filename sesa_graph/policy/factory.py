@@ -166,8 +166,10 @@ def make_policies(
     gpus: list[str | None] | None = None,
 ) -> list[Any]:
     """Several policies at once: their vLLM servers (each policy's replicas) start side by side (each takes
-    about 45 s on a CPU), and if one cannot start, those already started are stopped. ``owner`` marks the
+    about 45 s on a CPU), except that servers sharing a GPU start one after another, each once the one before
+    it is healthy; if one cannot start, those already started are stopped. ``owner`` marks the
     server processes; ``gpus`` gives each policy's CUDA_VISIBLE_DEVICES, split among its replicas."""
+    from sesa_graph.policy.gpu_share import gpus_of, share_a_gpu
     from sesa_graph.policy.llama_server import LlamaServer, ServedChat
     from sesa_graph.policy.vllm_server import ServedPolicy, VLLMServer
 
@@ -184,12 +186,22 @@ def make_policies(
                 spec.cuda_visible_devices = devices[r]
                 planned[i].append(spec)
     servers: dict[int, list[VLLMServer]] = {}
+    started: list[tuple[frozenset[str] | None, Any]] = []
     try:
         for i, group in planned.items():
             servers[i] = []
             for spec in group:
                 kind = VLLMServer if specs[i][0].backend == "vllm" else LlamaServer
-                servers[i].append(kind(spec).start(wait=False))
+                mine = gpus_of(specs[i][0].device, getattr(spec, "cuda_visible_devices", None))
+                for (
+                    theirs,
+                    earlier,
+                ) in started:  # one start-up at a time on a GPU (sesa_graph.policy.gpu_share)
+                    if share_a_gpu(mine, theirs):
+                        earlier.wait_healthy()
+                server = kind(spec).start(wait=False)
+                servers[i].append(server)
+                started.append((mine, server))
         for group in servers.values():
             for server in group:
                 server.wait_healthy()
