@@ -35,6 +35,7 @@ from typing import Any
 
 from sesa_graph.config import RunConfig
 from tools.errors import ServiceError, UserError
+from training.disk_check import disk_check_callback
 from training.grpo_update import grpo_trainer_class
 from training.model_card import write_model_card
 from training.ranks import Rank, exit_now, start_watchdog, this_rank, use_own_log
@@ -292,6 +293,7 @@ def train_role(workdir: Path, role: str, rank: Rank, setup: Setup) -> None:
         processing_class=tokenizer,
         rollout_func=feed.rollout_func,
     )
+    trainer.add_callback(disk_check_callback(out_dir, sum(p.numel() for p in model.parameters())))
     if rank.main:
         acc = trainer.accelerator
         log.info("autocast: %s; distributed: %s", acc.mixed_precision, acc.distributed_type.value)
