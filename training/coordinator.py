@@ -188,7 +188,7 @@ class Coordinator:
                 return (
                     f"the {role} trainer job (rank 0 on {where.get('host', '?')}, pid {where.get('pid', '?')}) "
                     f"sent no heartbeat for {stale:.0f}s (cluster.node_timeout_s {self.cluster.node_timeout_s:g}): "
-                    "its node or process is gone"
+                    "its node or process is gone, or hangs (stopped, swapping)"
                 )
         return None
 

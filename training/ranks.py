@@ -124,7 +124,7 @@ class JobStore:
                         if stale is not None and stale > timeout_s:
                             on_lost(
                                 f"the {role} trainer's rank {r} ({self.where(r)}) sent no heartbeat for "
-                                f"{stale:.0f}s (cluster.node_timeout_s): its node or process is gone"
+                                f"{stale:.0f}s (cluster.node_timeout_s): its node or process is gone, or hangs"
                             )
                             return
                 except Exception as exc:  # noqa: BLE001 - the agent that hosts the store is gone
