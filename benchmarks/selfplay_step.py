@@ -14,10 +14,10 @@ import json
 import tempfile
 import time
 
-from graphs.selfplay import run_step
 from sesa_graph.config import load_config
 from sesa_graph.corpus.targets import sample_targets
 from training.orchestrator import Orchestrator
+from training.step import collect, play
 
 
 def _print_turns(turns_json: str) -> None:
@@ -50,7 +50,8 @@ def main() -> None:
             {"item_id": f"{args.step}-{i}", "target": t.answer, "hops": t.hops} for i, t in enumerate(targets)
         ]
         t0 = time.perf_counter()
-        out = asyncio.run(run_step(items, orch.ctx, step=args.step, max_concurrency=args.targets))
+        finals = asyncio.run(play(items, orch.ctx, max_concurrency=args.targets))
+        out = collect(items, finals, args.step, "", None, (0, 0), orch.ctx)
         secs = time.perf_counter() - t0
         print(f"{len(items)} targets in {secs:.0f} s")
         for p in out.proposer:

@@ -10,11 +10,12 @@ solver will retrieve.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from sesa_graph.config import ProposerConfig, RunConfig, SolverConfig
+from sesa_graph.config import ProposerConfig, RewardConfig, RunConfig, SolverConfig
 from sesa_graph.policy import PolicyClient
+from sesa_graph.rollout.judge import Judge
 from sesa_graph.rollout.loop import RolloutContext, proposer_spec, solver_spec
 
 
@@ -31,6 +32,31 @@ class ProposeContext(RolloutContext):
     matcher: Any = None
     """The run's answer judge (``sesa_graph.rollout.judge.Judge``): with ``checks.rag_model_match`` it decides
     a RAG answer that is not an exact match or containment of the target (as SSP); None: exact only."""
+
+
+class SkillSource(Protocol):
+    """What the self-play step needs of the skill memory (``sesa_graph.memory.SkillMemory``)."""
+
+    def retrieve_scored(
+        self, questions: Sequence[str], k: int | None = None
+    ) -> list[list[tuple[Any, Any]]]: ...
+
+    def render(self, skills: Sequence[Any]) -> str: ...
+
+    def shown(self, skills: Sequence[Any]) -> list[Any]: ...
+
+
+@dataclass
+class SelfPlayContext:
+    """The self-play step graph's context (``graphs.selfplay``): both roles' rollout contexts, the judge, and
+    the skills only the solver sees."""
+
+    proposer: ProposeContext
+    solver: RolloutContext
+    judge: Judge
+    group_size: int = 5
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    memory: SkillSource | None = None
 
 
 def solver_context(

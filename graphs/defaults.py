@@ -214,15 +214,13 @@ def _judge(cfg: Any, policy: Any) -> Any:
     return make_judge(jcfg, policy, models=models)
 
 
-async def served_selfplay_context(raw: Any) -> Any:
-    from graphs.selfplay import SelfPlayContext
-
+async def served_selfplay_context(raw: Any) -> contexts.SelfPlayContext:
     studio = coerce(raw)
     cfg, policy, _, memory = await parts(studio)
     sampled = studio.model_copy(update={"greedy": False})  # a group of greedy rollouts would be G copies
     key = ("judge", cfg.judge.model_dump_json(), studio.policy_config(cfg).model_dump_json())
     judge = await _acached(key, lambda: _judge(cfg, policy))
-    return SelfPlayContext(
+    return contexts.SelfPlayContext(
         proposer=await served_propose_context(studio),
         solver=await served_solver_context(sampled),
         judge=judge,

@@ -19,9 +19,6 @@ KNOWN = {
     # a search backend's contract and the factory of all backends share one module; each backend imports the
     # contract, and the factory imports the backend asked for, lazily (dense pulls in torch and faiss)
     frozenset({"tools.backends", "tools.bm25", "tools.dense", "tools.http"}),
-    # graphs.defaults builds the served SelfPlayContext, which graphs.selfplay defines while it imports
-    # graphs.defaults; issue 47 (the self-play step) moves SelfPlayContext into graphs/contexts.py
-    frozenset({"graphs.defaults", "graphs.propose", "graphs.selfplay", "graphs.solve"}),
 }
 
 

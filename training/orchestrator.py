@@ -1,5 +1,5 @@
-"""The self-play orchestrator: per step, wait for both trainers, run the self-play step graph against the
-two rollout policies, apply the skill-memory lifecycle, and commit both roles' trajectories.
+"""The self-play orchestrator: per step, wait for both trainers, run the self-play step (``training.step``)
+against the two rollout policies, apply the skill-memory lifecycle, and commit both roles' trajectories.
 
 It is the skill bank's single writer. Its rollout policies reload the weights each trainer publishes
 (``training.coordinator`` says where they are); a step is committed only after its shards, the memory's step
@@ -8,38 +8,33 @@ boundary and the metrics line are written, so ``--resume`` restarts at the first
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphs.contexts import propose_context, solver_context
-from graphs.selfplay import SelfPlayContext, StepOutput, correct_by, run_step
+from graphs.contexts import SelfPlayContext, propose_context, solver_context
 from graphs.skill_replay import replayer
 from sesa_graph.config import RunConfig
-from sesa_graph.corpus.targets import cloze_question, load_pool, sample_targets
+from sesa_graph.corpus.targets import load_pool
 from sesa_graph.fixed_models import with_fallbacks
 from sesa_graph.fsutil import write_jsonl_atomic
 from sesa_graph.memory.memory import SkillMemory
 from sesa_graph.memory.mining import failures_path
 from sesa_graph.policy.base import PolicyUnavailableError
 from sesa_graph.policy.factory import make_judge, needed_models, role_client, start_models
-from sesa_graph.rollout.loop import turn_cap_cuts
-from sesa_graph.scoring import normalize_answer
 from sesa_graph.weights_wire import drop, fetch_dir, put_dir
 from tools.backends import make_backend
-from training.batch_groups import select_groups, variance_groups
 from training.coordinator import Coordinator
 from training.metrics_log import append_record
 from training.probe_eval import ProbeEval
 from training.reuse import ReusePool
 from training.search_health import check_search_alive, failed_searches
+from training.step import SelfPlayStep
 from training.store import TrajectoryStore
 from training.sync import SyncDir
 from training.tracking import StepTracker
@@ -160,6 +155,7 @@ class Orchestrator:
             rewards=cfg.rewards,
             memory=self.memory if cfg.memory.mode != "off" else None,
         )
+        self.selfplay = SelfPlayStep(cfg, self.ctx, self.pool, self.reuse, self.search)
         self.memory.replay = replayer(cfg, self.solver_policy, self.search, self.judge, self.memory.render)
         self.probe = None
         if cfg.train.probe_every:  # the learning curve, with the run's own policy, search, judge, encoder
@@ -251,51 +247,18 @@ class Orchestrator:
     # ---- one step -----------------------------------------------------------------------------------
     def run_step(self, step: int, timing: dict[str, Any] | None = None) -> StepSummary:
         t0 = time.perf_counter()
-        cfg, tc = self.cfg, self.cfg.train
+        cfg = self.cfg
         self.reuse.rewind(step)
-        targets = sample_targets(self.pool, tc.targets_per_step, step, cfg.seed)
-        items = [
-            {"item_id": f"{step}-{i}", "target": t.answer, "hops": t.hops, "examples": t.example}
-            for i, t in enumerate(targets)
-        ]
-        common = {
-            "step": step,
-            "run": cfg.name,
-            "max_concurrency": tc.rollout_concurrency,
-            "bank_version": self.memory.version,
-            "policy_versions": (self.versions["proposer"], self.versions["solver"]),
-        }
-        out = asyncio.run(run_step(items, self.ctx, **common))
-        fresh = [
-            {"question": t.question, "target": t.target, "hops": t.hops} for t in out.proposer if t.valid
-        ]
-        asked = {f["question"] for f in fresh}
-        need = tc.questions_per_step - len(fresh)
-        if need > 0:
-            out = _merge(out, asyncio.run(run_step(self._reuse_items(step, need, asked), self.ctx, **common)))
-            asked |= {t.question for t in out.solver}
-        short = tc.questions_per_step - variance_groups(out.solver, cfg.solver.group_size)
-        if tc.resample_groups and short > 0:
-            extra = self._reuse_items(
-                step, tc.resample_groups, asked, first=out.metrics.get("reused_groups", 0), strict=False
-            )
-            if extra:
-                out = _merge(out, asyncio.run(run_step(extra, self.ctx, **common)))
-                out.metrics["resampled_groups"] = len(extra)
-        solver = select_groups(
-            out.solver, tc.questions_per_step, cfg.solver.group_size, prefer_variance=tc.resample_groups > 0
-        )
-        out.metrics["batch_frontier_groups"] = variance_groups(
-            [t for t in solver if t.selected], cfg.solver.group_size
-        )
+        policy_versions = (self.versions["proposer"], self.versions["solver"])
+        out = self.selfplay.run(step, self.memory.version, policy_versions)
         check_search_alive(self.search, failed_searches(out.proposer, out.solver), step)
         self.store.write(step, "proposer", out.proposer)
-        self.store.write(step, "solver", solver)
+        self.store.write(step, "solver", out.solver)
         # every wrong rollout of the step, whatever the memory mode: `sesa bank mine` reads them (priming);
         # one file per step, rewritten whole, so a step run again after a crash replaces its own records
         write_jsonl_atomic(failures_path(self.run_dir, step), out.failures)
         report = self.memory.end_step(step, out.outcomes, out.failures) if cfg.memory.mode != "off" else None
-        self.reuse.add(step, fresh)  # after the picks above, so a step never reuses its own questions
+        self.reuse.add(step, out.fresh)  # after the step's picks, so a step never reuses its own questions
         self.reuse.record(
             step, {t.question: t.success_rate for t in out.solver if t.success_rate is not None}
         )
@@ -315,79 +278,6 @@ class Orchestrator:
             shards = {r: self.store.path(step, r).read_bytes() for r in ("proposer", "solver")}
             self.coord.commit(step, shards, metrics)
         return StepSummary(step, metrics, metrics["seconds"])
-
-    def _reuse_items(
-        self, step: int, need: int, asked: set[str], first: int = 0, strict: bool = True
-    ) -> list[dict[str, Any]]:
-        """``need`` questions from earlier steps not already asked this step (grounded bootstrap questions
-        when the pool runs short), as self-play items that skip the proposer; ids count on from ``first``.
-        ``strict``: fewer than ``need`` is an error."""
-        picks = self.reuse.pick(step, need, exclude=asked, strategy=self.cfg.train.reuse, seed=self.cfg.seed)
-        if len(picks) < need:  # nothing valid yet: grounded questions synthesized from the corpus
-            boot = self._bootstrap(step, need - len(picks), asked | {p["question"] for p in picks})
-            self.reuse.add(step, boot)  # they may be asked again at later steps, like proposals
-            picks += boot
-        if len(picks) < need and strict:
-            raise RuntimeError(
-                f"step {step}: cannot fill the solver batch ({len(picks)} of {need} questions): no valid "
-                "proposal yet, and no pool target gave a bootstrap question (the search backend returned no "
-                "article titled as a drawn target, so no cloze question could be made)"
-            )
-        return [
-            {
-                "item_id": f"{step}-r{first + i}",
-                "target": p["target"],
-                "hops": p["hops"],
-                "reuse_question": p["question"],
-            }
-            for i, p in enumerate(picks)
-        ]
-
-    def _bootstrap(self, step: int, n: int, skip: set[str]) -> list[dict[str, Any]]:
-        """Questions for the first steps of an untrained proposer, none of ``skip``: on the embedded corpus
-        the grounded solver questions of ``training.questions`` (their search retrieves the answer's
-        article); on any other corpus or search server, a cloze of the target's own article as the search
-        backend returns it (never a pool row's example questions: they are about other answers)."""
-        if self.cfg.search.backend != "http" and self.cfg.search.corpus == "embedded":
-            from training.questions.synth import DEFAULT_MIX, PROPOSER_KINDS, Synthesizer
-
-            mix = {
-                k: v
-                for k, v in DEFAULT_MIX.items()
-                if k not in PROPOSER_KINDS and not k.startswith(("retry", "giveup"))
-            }
-            # the same seed each call of a step, so a second call skips the first one's questions
-            rows = Synthesizer(self.search, seed=self.cfg.seed * 1000 + step).generate(n + len(skip), mix)
-            out = []
-            for ex in rows:
-                question = ex.messages[-1]["content"].rsplit("Question:", 1)[-1].strip()
-                if question not in skip and len(out) < n:
-                    skip = skip | {question}
-                    out.append({"question": question, "target": ex.target, "hops": ex.hops})
-            return out
-        import random
-
-        rng = random.Random(f"bootstrap:{self.cfg.seed}:{step}")
-        out = []
-        for t in rng.sample(self.pool, min(len(self.pool), 20 * n)):
-            if len(out) == n:
-                break
-            q = self._cloze(t.answer)
-            if q and q not in skip:
-                skip = skip | {q}
-                out.append({"question": q, "target": t.answer, "hops": 1})
-        return out
-
-    def _cloze(self, target: str) -> str | None:
-        """A cloze question from the target's own article, found through the search backend (so a retrieval
-        server works as well as a local index); None when its top hits hold no article of that title."""
-        try:
-            (docs,) = self.search.search([target], 3)
-        except Exception as exc:  # noqa: BLE001 - a failed lookup only skips this target
-            log.warning("bootstrap search for %r failed: %s", target, exc)
-            return None
-        doc = next((d for d in docs if normalize_answer(d.title) == normalize_answer(target)), None)
-        return cloze_question(target, doc.text) if doc is not None else None
 
     def _memory_metrics(self, report: Any) -> dict[str, Any]:
         if report is None:
@@ -465,35 +355,3 @@ class Orchestrator:
                 }
                 append_record(self.run_dir, {"final_consolidation": final})
         self.memory.close()
-
-
-def _merge(a: StepOutput, b: StepOutput) -> StepOutput:
-    m = dict(a.metrics)
-    m["reused_groups"] = a.metrics.get("reused_groups", 0) + b.metrics.get("reused_groups", 0)
-    m["solver_status"] = {
-        k: a.metrics["solver_status"].get(k, 0) + b.metrics["solver_status"].get(k, 0)
-        for k in {*a.metrics["solver_status"], *b.metrics["solver_status"]}
-    }
-    m["judge_methods"] = dict(
-        Counter(a.metrics.get("judge_methods", {})) + Counter(b.metrics.get("judge_methods", {}))
-    )
-    m["correct_by"] = correct_by(a.solver + b.solver)
-    m["solver_success_rates"] = a.metrics["solver_success_rates"] + b.metrics["solver_success_rates"]
-    m["frontier_groups"] = sum(1 for p in m["solver_success_rates"] if 0 < p < 1)
-    m["solver_reward_mean"] = _mean([t.reward for t in a.solver + b.solver])
-    m["failures"] = a.metrics["failures"] + b.metrics["failures"]
-    # the reused and resampled groups' turns count too
-    cuts = turn_cap_cuts([t.turns for t in a.solver + b.solver])
-    m["turns_cut_by_turn_cap"] = {**a.metrics.get("turns_cut_by_turn_cap", {}), "solver": cuts}
-    return StepOutput(
-        a.items + b.items,
-        a.proposer,
-        a.solver + b.solver,
-        a.failures + b.failures,
-        a.outcomes + b.outcomes,
-        m,
-    )
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None

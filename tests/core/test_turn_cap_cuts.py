@@ -42,21 +42,20 @@ def test_the_per_turn_cap_cut_is_recorded_and_the_total_budgets_is_not():
 
 
 def test_a_steps_count_includes_the_reused_groups_rollouts():
+    from collections import Counter
     from types import SimpleNamespace
 
-    from graphs.selfplay import StepOutput
-    from training.orchestrator import _merge
+    from sesa_graph.rollout.judge import Judge
+    from training.step import step_metrics
 
-    def out(cut: bool, proposer_cuts: int) -> StepOutput:
-        solver = [SimpleNamespace(turns=[{"turn_cap_cut": cut}], reward=0.0, verdict_json=None)]
-        metrics = {
-            "reused_groups": 0,
-            "solver_status": {},
-            "solver_success_rates": [],
-            "failures": 0,
-            "turns_cut_by_turn_cap": {"proposer": proposer_cuts, "solver": int(cut)},
-        }
-        return StepOutput([], [], solver, [], [], metrics)
+    def traj(cuts: int) -> SimpleNamespace:
+        turns = [{"turn_cap_cut": True}] * cuts
+        return SimpleNamespace(turns=turns, reward=0.0, verdict_json=None, n_searches=0, hops=1, valid=False)
 
-    merged = _merge(out(False, 3), out(True, 0))  # the step's own groups, then the reused ones
-    assert merged.metrics["turns_cut_by_turn_cap"] == {"proposer": 3, "solver": 1}
+    finals = [
+        {"proposal": {"valid": False}},  # the step's own proposal
+        {"proposal": {"valid": True, "reused": True}, "success_rate": 0.0},  # a reused group
+    ]
+    # one metrics line over the step's own items and the reused ones: the reused group's cut counts
+    m = step_metrics(0, finals, [traj(3)], [traj(1)], Counter(), Counter(), Judge(None))
+    assert m["turns_cut_by_turn_cap"] == {"proposer": 3, "solver": 1}

@@ -6,14 +6,20 @@ from types import SimpleNamespace
 
 import pytest
 
+from graphs.contexts import SelfPlayContext
 from graphs.propose import ProposeContext
-from graphs.selfplay import SelfPlayContext, run_step
 from sesa_graph.config import ProposerConfig, SolverConfig
 from sesa_graph.rollout.judge import Judge
 from sesa_graph.rollout.loop import RolloutContext, proposer_spec, solver_spec
 from tests.graphs.conftest import ScriptedPolicy
+from training.step import collect, play
 
 SECRET = "ZEBRA-SKILL-TEXT"
+
+
+async def run_step(items, ctx, step=0, run=""):
+    """The graph over ``items`` and the records ``training.step`` makes of them."""
+    return collect(items, await play(items, ctx), step, run, None, (0, 0), ctx)
 
 
 class FakeMemory:
@@ -132,7 +138,7 @@ def test_failures_carry_evidence_and_the_groups_success_rate(ctx, tokenizer, sea
 
 
 def test_failure_evidence_dedupes_and_caps():
-    from graphs.selfplay import failure_evidence
+    from training.step import failure_evidence
 
     doc = {"id": "a", "title": "A", "text": "x" * 50}
     searches = [

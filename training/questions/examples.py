@@ -44,6 +44,7 @@ class WarmupExample:
     queries: list[str]
     searches: list[dict[str, Any]] = field(default_factory=list)  # as the agent loop records them
     missed: str | None = None  # the article the deliberately failed searches (sources None) did not find
+    question: str | None = None  # the solver's question as asked, so a caller never parses the prompt for it
 
     @property
     def completion(self) -> str:

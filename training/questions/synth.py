@@ -1,5 +1,5 @@
 """Synthetic, grounded trajectories: the synthesizer and its mix. The format warm-up (``sesa warmup``)
-trains on them; the self-play bootstrap (``training.orchestrator``) asks their solver questions while
+trains on them; the self-play bootstrap (``training.step``) asks their solver questions while
 the proposer has no valid question yet.
 
 SmolLM2-135M-Instruct does not follow the tag protocol out of the box. The warm-up teaches it the format
@@ -41,6 +41,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from graphs.solve import solver_messages
@@ -162,7 +163,6 @@ class Synthesizer(SolverKinds, ProposerKinds):
         self.k = k or scfg.search_k
         self.doc_chars = doc_chars or scfg.doc_chars
         self.solver_max_turns = solver_max_turns or scfg.max_turns
-        self.rng = random.Random(seed)
         self.proposer_checks = ProposerConfig()
         self._cache: dict[str, list[Doc]] = {}
         self.by_name: dict[str, Article] = {}
@@ -174,7 +174,7 @@ class Synthesizer(SolverKinds, ProposerKinds):
         self.creators = {a.title: c for a in self.articles if (c := creator(a, dc))}
         self.years = {a.title: y for a in self.articles if (y := year_event(a, dc))}
         self.kinds = {a.title: h for a in self.articles if (h := kind_noun(a))}
-        self.pools: dict[str, list[Article]] = {
+        self._unshuffled: dict[str, list[Article]] = {
             "title_clause": [a for a in self.articles if a.title in self.clauses],
             "title_desc": [a for a in self.articles if description_ok(a)],
             "nationality": [a for a in self.articles if a.title in self.nats],
@@ -193,6 +193,13 @@ class Synthesizer(SolverKinds, ProposerKinds):
             "propose_1": [a for a in self.articles if a.title in self.clauses],
             "propose_2": [a for a in self.articles if a.title in self.clauses and self.bridge(a)],
         }
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Draw as a synthesizer built with ``seed`` would, without reading the corpus again (the self-play
+        bootstrap draws with a seed of its step's, from one synthesizer a run)."""
+        self.rng = random.Random(seed)
+        self.pools = {kind: list(pool) for kind, pool in self._unshuffled.items()}
         for pool in self.pools.values():
             self.rng.shuffle(pool)
 
@@ -268,7 +275,7 @@ class Synthesizer(SolverKinds, ProposerKinds):
     ) -> WarmupExample | None:
         """``steps``: (think, query, title that must be retrieved, or ``Miss(title)``: must not be); the
         answer must be visible in some observation (or be a yes/no)."""
-        return self._build(
+        ex = self._build(
             "solver",
             kind,
             2 if len(steps) > 1 else 1,
@@ -279,6 +286,7 @@ class Synthesizer(SolverKinds, ProposerKinds):
             answer,
             answer,
         )
+        return replace(ex, question=question) if ex is not None else None
 
     def _build(
         self,
