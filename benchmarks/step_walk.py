@@ -3,8 +3,9 @@
 Starts at ``training.orchestrator`` ``Orchestrator.run_step`` and follows every call it can resolve
 statically: a name defined in the module or imported into it (module level or inside the function), a
 ``self.``/``cls.`` method of the enclosing class, ``module.f`` through an imported module and
-``Class.method`` through an imported class; a call to a class enters its ``__init__`` (or
-``__post_init__``). Calls on other objects are not followed, so the walk is a lower bound.
+``Class.method`` through an imported class, and ``self.attr.method`` where the class sets ``self.attr =
+Class(...)``; a call to a class enters its ``__init__`` (or ``__post_init__``). Calls on other objects are not
+followed, so the walk is a lower bound.
 
 A reader follows the calls depth first, in source order, reading each function once. Prints the modules in
 the order the reader stays in them (a stay: reading goes on in another module than the last one read, also
@@ -34,6 +35,9 @@ class Module:
     classes: set[str] = field(default_factory=set)
     imported: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (module, name)
     modules: dict[str, str] = field(default_factory=dict)  # alias -> module
+    attributes: dict[str, str] = field(
+        default_factory=dict
+    )  # "Class.attr" -> the class name it is built from
 
 
 def imports_into(nodes: list[ast.AST], path: Path) -> tuple[dict, dict]:
@@ -64,7 +68,23 @@ def index() -> dict[str, Module]:
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         mod.functions[f"{node.name}.{item.name}"] = item
+                mod.attributes.update(built_attributes(node))
         out[mod.name] = mod
+    return out
+
+
+def built_attributes(cls: ast.ClassDef) -> dict[str, str]:
+    """``self.attr = Name(...)`` anywhere in the class: {"Class.attr": "Name"}."""
+    out = {}
+    for node in ast.walk(cls):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            for t in node.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out[f"{cls.name}.{t.attr}"] = node.value.func.id
     return out
 
 
@@ -108,6 +128,17 @@ def callees(mods: dict[str, Module], module: str, qualname: str) -> list[tuple[s
                 target = (module, f.id)
             elif f.id in names:
                 target = resolve(mods, *names[f.id])
+        elif (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Attribute)
+            and isinstance(f.value.value, ast.Name)
+            and f.value.value.id == "self"
+            and cls
+            and (built := mod.attributes.get(f"{cls}.{f.value.attr}"))
+        ):
+            owner = resolve(mods, *names[built]) if built in names else (module, built)
+            if owner and owner[1]:
+                target = (owner[0], f"{owner[1]}.{f.attr}")
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             base = f.value.id
             if base in ("self", "cls") and cls and f"{cls}.{f.attr}" in mod.functions:
