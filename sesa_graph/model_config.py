@@ -192,6 +192,15 @@ class PolicyConfig(
         "the first, as vLLM's 'auto'. With replicas, a list of one entry per replica (a single string pins "
         "every replica to the same cores).",
     )
+    nice: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="For a server `sesa` starts (vllm, llama.cpp): its CPU scheduling niceness (0 as this "
+        "process; 19 yields the most). On a small CPU a server whose work can wait (a fixed model distilling "
+        "in the background) at 10 leaves the cores to the trainers' updates while they run, and takes them "
+        "when they are idle.",
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0,

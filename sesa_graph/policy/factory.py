@@ -139,6 +139,7 @@ def server_spec(
         log_path=replica_log(log_path, replica),
         owner=owner,
         token=server_token(cfg),
+        nice=cfg.nice,
     )
 
 
@@ -242,6 +243,7 @@ def llama_spec(cfg: PolicyConfig, log_path: Path | None, owner: str | None) -> A
         log_path=log_path,
         owner=owner,
         threads=cfg.threads or 2,
+        nice=cfg.nice,
     )
 
 

