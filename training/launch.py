@@ -255,7 +255,7 @@ def _run_attempt(cfg: RunConfig, run_dir: Path, start: int, resumed: bool) -> Pa
             f"policies ready after {time.time() - t0:.0f}s "
             f"(solver: {_engine(cfg.solver_policy)}, proposer: {_engine(cfg.proposer_policy)})"
         )
-        show_steps(orch, start, alive, rows, cfg.train.steps, t0)
+        show_steps(orch, start, alive, rows, cfg.train.steps, t0, judge=cfg.judge, run_dir=run_dir)
         console.print("waiting for the trainers' last optimizer step ...")
         t_last = time.time()
         finals = coord.wait_done(cfg.train.steps, cfg.train.wait_timeout_s, alive, orch.replay)
@@ -329,20 +329,31 @@ def _stop_trainers(exc: BaseException, run_dir: Path, coord: Any, trainers: Any)
     return str(exc) if dead is None or dead in str(exc) else dead
 
 
-def show_steps(orch: Any, start: int, alive: Any, rows: list[dict[str, Any]], steps: int, t0: float) -> None:
+def show_steps(
+    orch: Any,
+    start: int,
+    alive: Any,
+    rows: list[dict[str, Any]],
+    steps: int,
+    t0: float,
+    judge: Any = None,
+    run_dir: Path | None = None,
+) -> None:
     """Run the steps, each committed one shown as it comes: a live table on a terminal, else one flushed
-    line a step (``training.progress``)."""
+    line a step (``training.progress``); with ``judge``, its verdicts watched (``training.judge_watch``)."""
     from rich.live import Live
 
     from training.judge_watch import JudgeWatch
     from training.progress import emit, step_line, step_table
 
-    watch = JudgeWatch(orch.cfg.judge)
+    watch = JudgeWatch(judge) if judge is not None else None
 
     def check_judge(s: Any) -> None:
-        if (warning := watch.update(s.metrics)) is not None:
+        """``judge``'s verdicts watched (``training.judge_watch``); its warning also goes into ``run_dir``."""
+        if watch is not None and (warning := watch.update(s.metrics)) is not None:
             console.print(warning, markup=False, highlight=False, soft_wrap=True)
-            append_record(orch.run_dir, {"judge_warning": warning, "after_step": s.step})
+            if run_dir is not None:
+                append_record(run_dir, {"judge_warning": warning, "after_step": s.step})
 
     if not console.is_terminal:
 

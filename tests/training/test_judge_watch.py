@@ -44,15 +44,12 @@ def test_sesa_train_prints_the_warning_and_records_it(tmp_path: Path, capsys):
     from training import launch
 
     class Orchestrator:
-        cfg = SimpleNamespace(judge=MODEL)
-        run_dir = tmp_path
-
         def run(self, start, alive, on_step):
             for s in range(3):
                 metrics = {"step": s, "valid_proposals": 1, "items": 4, **step(0, 4, 4, 6)}
                 on_step(SimpleNamespace(step=s, metrics=metrics))
 
-    launch.show_steps(Orchestrator(), 0, lambda: None, [], 3, 0.0)
+    launch.show_steps(Orchestrator(), 0, lambda: None, [], 3, 0.0, judge=MODEL, run_dir=tmp_path)
     out = capsys.readouterr().out
     assert out.count("warning: the model judge called 8 of its 8 verdicts Correct") == 1
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
