@@ -22,7 +22,7 @@ from typing import Any
 
 from sesa_graph.policy.templated import ChatEndpoint
 from sesa_graph.policy.vllm_server import ServerStartError, VLLMServer
-from sesa_graph.process import die_with_parent
+from sesa_graph.process import die_with_parent, yield_cpu
 from tools.exits import oom_hint
 from tools.ports import is_loopback
 
@@ -90,8 +90,7 @@ class LlamaServer(VLLMServer):
 
     def _child_setup(self) -> None:
         die_with_parent()  # its threads are --n_threads; no binding
-        if self.spec.nice:
-            os.nice(self.spec.nice)
+        yield_cpu(self.spec.nice)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -46,7 +46,7 @@ from sesa_graph.policy.openai_client import OpenAIPolicy
 from sesa_graph.policy.vllm_auth import TOKEN_ENV
 from sesa_graph.policy.vllm_reload import auth_headers, reload_each, reload_server, replica_label
 from sesa_graph.policy.weight_check import WeightSyncError  # noqa: F401 - callers catch it from here
-from sesa_graph.process import die_with_parent
+from sesa_graph.process import die_with_parent, yield_cpu
 from tools.errors import ServiceError
 from tools.ports import bind_problem, free_port, is_loopback
 
@@ -172,8 +172,7 @@ class VLLMServer:
         """In the server's process, before exec: SIGTERM when this process dies, its niceness; on the
         one-process layout, its threads bound to :meth:`cores`."""
         die_with_parent()
-        if self.spec.nice:
-            os.nice(self.spec.nice)
+        yield_cpu(self.spec.nice)
         if self.one_worker_process:
             os.sched_setaffinity(0, self.cores())
 

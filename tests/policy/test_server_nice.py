@@ -11,16 +11,26 @@ from sesa_graph.policy.factory import llama_spec, server_spec
 from sesa_graph.policy.llama_server import LlamaServer
 from sesa_graph.policy.vllm_server import VLLMServer
 
+CHILD = """import os
+group = open("/proc/self/autogroup").read().split()[-1] if os.path.exists("/proc/self/autogroup") else "none"
+print(os.nice(0), group)
+"""
+
 
 def _niceness_in_child(server) -> int:
+    """The child's nice, checked against its autogroup's where the kernel has autogroups: the server starts
+    in a session of its own, which is its own autogroup, and there only the group's nice yields the cores."""
     out = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.nice(0))"],
+        [sys.executable, "-c", CHILD],
         preexec_fn=server._child_setup,
+        start_new_session=True,  # as the server's own Popen
         capture_output=True,
         text=True,
         check=True,
     )
-    return int(out.stdout)
+    nice, group = out.stdout.split()
+    assert group in ("none", str(server.spec.nice)), out.stdout
+    return int(nice)
 
 
 def test_the_server_process_runs_at_its_configs_niceness(tmp_path):
