@@ -6,14 +6,12 @@ steps are kept, so `sesa train --resume` goes on once space is freed."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
 from tools.errors import ServiceError
-
-log = logging.getLogger("sesa.trainer")
+from training.run_disk import tree_bytes
 
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's exp_avg and exp_avg_sq
 MARGIN = 1.1  # the scheduler, RNG and trainer state, and the filesystem's own overhead
@@ -21,10 +19,6 @@ MARGIN = 1.1  # the scheduler, RNG and trainer state, and the filesystem's own o
 
 class DiskFullError(ServiceError):
     pass
-
-
-def tree_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def checkpoint_need(out_dir: Path, params: int) -> int:
